@@ -1,0 +1,33 @@
+# One command sets up and runs the main job, one sets up and runs the tests.
+# Each creates its own virtual environment in .venv (torch is pinned to the CPU build 2.13.0).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-all bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python benchmarks/bench_model.py --quick
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m ""
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_model.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check bertlab tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

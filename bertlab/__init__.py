@@ -1,0 +1,8 @@
+"""bertlab: pre-train, fine-tune and inspect BERT-style models on the hardware you have."""
+
+from bertlab.config import BertConfig
+from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.tokenization import Tokenizer
+
+__all__ = ["BertConfig", "BertModel", "BertForPreTraining", "Tokenizer"]
+__version__ = "0.1.0"

@@ -1,0 +1,206 @@
+"""Checkpoints in the Hugging Face layout: `config.json` plus `model.safetensors`.
+
+This module knows file formats and key names, not model classes, so every model class can offer
+`save_pretrained`/`from_pretrained` through it. It reads what `transformers` writes
+(`model.safetensors`, sharded safetensors, or `pytorch_model.bin` through
+`torch.load(weights_only=True)`), with or without the `bert.` prefix and with the legacy
+TensorFlow-era `LayerNorm.gamma`/`LayerNorm.beta` names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+LEGACY_WEIGHTS_NAME = "pytorch_model.bin"
+
+# Stored once, as transformers does: the MLM decoder is tied to the word embeddings and its bias
+# is `cls.predictions.bias`.
+TIED_KEYS = frozenset({"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"})
+# Buffers that old checkpoints carry and that bertlab computes instead.
+IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
+# Keys whose first dimension is the vocabulary, for a clear message on a vocabulary mismatch.
+VOCAB_KEYS = ("embeddings.word_embeddings.weight", "cls.predictions.bias")
+LEGACY_SUFFIXES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def save_model(
+    directory: str | Path, config_values: dict[str, Any], state_dict: dict[str, torch.Tensor]
+) -> None:
+    """Write `config.json` and `model.safetensors` (tied weights stored once). Each file is
+    replaced atomically, so an interrupted save never leaves a half-written file."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {
+        key: value.detach().to("cpu").contiguous()
+        for key, value in state_dict.items()
+        if key not in TIED_KEYS
+    }
+    with atomic_path(directory / WEIGHTS_NAME) as temporary:
+        save_file(tensors, str(temporary), metadata={"format": "pt"})
+    with atomic_path(directory / CONFIG_NAME) as temporary:
+        temporary.write_text(json.dumps(config_values, indent=2, sort_keys=True) + "\n")
+
+
+def read_model(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Read `config.json` and the weights of a model directory.
+
+    Raises:
+        FileNotFoundError: the directory, its config.json or its weights file is missing.
+        ValueError: a file is corrupt.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"model directory not found: {directory}")
+    config_path = directory / CONFIG_NAME
+    if not config_path.is_file():
+        raise FileNotFoundError(f"no {CONFIG_NAME} in {directory}")
+    try:
+        config_values = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{config_path} is not valid JSON: {error}") from error
+    if not isinstance(config_values, dict):
+        raise ValueError(f"{config_path} must hold a JSON object")
+    return config_values, read_weights(directory)
+
+
+def read_weights(directory: Path) -> dict[str, torch.Tensor]:
+    """The state dict stored in `directory`, from whichever weights file it holds."""
+    if (directory / WEIGHTS_NAME).is_file():
+        return _load_safetensors(directory / WEIGHTS_NAME)
+    if (directory / WEIGHTS_INDEX_NAME).is_file():
+        index = json.loads((directory / WEIGHTS_INDEX_NAME).read_text(encoding="utf-8"))
+        state_dict: dict[str, torch.Tensor] = {}
+        for shard in sorted(set(index["weight_map"].values())):
+            state_dict.update(_load_safetensors(directory / shard))
+        return state_dict
+    if (directory / LEGACY_WEIGHTS_NAME).is_file():
+        path = directory / LEGACY_WEIGHTS_NAME
+        try:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+        except (
+            pickle.UnpicklingError,
+            RuntimeError,
+            EOFError,
+            OSError,
+            zipfile.BadZipFile,
+        ) as error:
+            raise ValueError(
+                f"cannot read {path} (corrupt or not a weights file): {error}"
+            ) from error
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path} does not hold a state dict")
+        return loaded
+    raise FileNotFoundError(
+        f"no {WEIGHTS_NAME}, {WEIGHTS_INDEX_NAME} or {LEGACY_WEIGHTS_NAME} in {directory}"
+    )
+
+
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    try:
+        return load_file(str(path), device="cpu")
+    except (SafetensorError, OSError) as error:
+        raise ValueError(f"cannot read {path} (corrupt or truncated?): {error}") from error
+
+
+def normalize_keys(
+    state_dict: dict[str, torch.Tensor], base_prefix: str
+) -> dict[str, torch.Tensor]:
+    """Rename checkpoint keys to what a model with encoder prefix `base_prefix` expects.
+
+    `base_prefix` is "bert." for models with heads and "" for a bare `BertModel`. A body-only
+    checkpoint gains the prefix; a checkpoint with heads loses it (its head keys are then left
+    over and reported as unused).
+    """
+    renamed = {}
+    for key, value in state_dict.items():
+        for old, new in LEGACY_SUFFIXES.items():
+            if key.endswith(old):
+                key = key[: -len(old)] + new
+        renamed[key] = value
+    has_prefixed_body = any(key.startswith("bert.") for key in renamed)
+    if base_prefix and not has_prefixed_body:
+        renamed = {
+            (base_prefix + key if key.split(".")[0] in _BODY_MODULES else key): value
+            for key, value in renamed.items()
+        }
+    elif not base_prefix and has_prefixed_body:
+        renamed = {key.removeprefix("bert."): value for key, value in renamed.items()}
+    return {
+        key: value
+        for key, value in renamed.items()
+        if key not in TIED_KEYS and not key.endswith(IGNORED_KEYS)
+    }
+
+
+_BODY_MODULES = frozenset({"embeddings", "encoder", "pooler"})
+
+
+def load_into(
+    model: nn.Module, state_dict: dict[str, torch.Tensor], base_prefix: str, source: str
+) -> tuple[list[str], list[str]]:
+    """Copy a checkpoint's weights into `model`.
+
+    Returns:
+        (missing, unexpected): keys the checkpoint lacked (left as initialized, logged) and keys it
+        had that the model does not use (logged).
+
+    Raises:
+        ValueError: a weight has the wrong shape (the vocabulary size named when that is why).
+    """
+    incoming = normalize_keys(state_dict, base_prefix)
+    expected = {k: v for k, v in model.state_dict().items() if k not in TIED_KEYS}
+    for key, value in incoming.items():
+        if key in expected and tuple(value.shape) != tuple(expected[key].shape):
+            if key.endswith(VOCAB_KEYS):
+                raise ValueError(
+                    f"vocabulary size mismatch in {source}: the weights have {value.shape[0]} "
+                    f"tokens but the config says {expected[key].shape[0]} ({key})"
+                )
+            raise ValueError(
+                f"shape mismatch in {source} for {key}: checkpoint {tuple(value.shape)}, "
+                f"model {tuple(expected[key].shape)}"
+            )
+    missing = sorted(set(expected) - set(incoming))
+    unexpected = sorted(set(incoming) - set(expected))
+    if len(missing) == len(expected):
+        raise ValueError(f"{source} holds no weights of this model (is it a BERT checkpoint?)")
+    model.load_state_dict({k: v for k, v in incoming.items() if k in expected}, strict=False)
+    if missing:
+        logger.warning("newly initialized (not in %s): %s", source, ", ".join(missing))
+    if unexpected:
+        logger.info("not used from %s: %s", source, ", ".join(unexpected))
+    return missing, unexpected

@@ -1,0 +1,230 @@
+"""Configuration dataclasses.
+
+`BertConfig` describes the architecture only. Its field names and defaults are those of Hugging Face
+BERT's `config.json`, so a bertlab directory and a `transformers` directory share one config file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# Keys that transformers writes into every config.json but that carry no architecture for bertlab.
+# They are accepted silently; anything else unknown is logged and kept in `extra` for round trips.
+_HF_BOOKKEEPING_KEYS = frozenset(
+    {
+        "model_type",
+        "architectures",
+        "transformers_version",
+        "dtype",
+        "torch_dtype",
+        "use_cache",
+        "is_decoder",
+        "add_cross_attention",
+        "bos_token_id",
+        "eos_token_id",
+        "tie_word_embeddings",
+        "position_embedding_type",
+        "gradient_checkpointing",
+        "classifier_dropout",
+        "id2label",
+        "label2id",
+        "problem_type",
+        "num_labels",
+        "output_past",
+        "directionality",
+        "pooler_fc_size",
+        "pooler_num_attention_heads",
+        "pooler_num_fc_layers",
+        "pooler_size_per_head",
+        "pooler_type",
+    }
+)
+
+# Google's released BERT sizes (Turc et al. 2019, "Well-Read Students Learn Better", and the
+# BERT README): name -> (num_hidden_layers L, hidden_size H, num_attention_heads A); I = 4H.
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+FEED_FORWARD_MULTIPLIER = 4  # BERT paper §3: "the feed-forward/filter size to be 4H"
+
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "relu")
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Architecture only. Field names and defaults match HF BERT's config.json (bert-base)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # exact erf GELU, not the tanh approximation
+    hidden_dropout_prob: float = 0.1  # probability of dropping
+    attention_probs_dropout_prob: float = 0.1  # probability of dropping an attention weight
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    # bertlab's one addition: left-to-right attention (BERT Table 5 "LTR", GPT's objective).
+    is_causal: bool = False
+    # Unknown config.json keys, kept so that a round trip loses nothing.
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        positive = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} not divisible by {self.num_attention_heads} heads"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ValueError(
+                f"hidden_act {self.hidden_act!r} is not supported; "
+                f"use one of {SUPPORTED_ACTIVATIONS}"
+            )
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id {self.pad_token_id} outside the vocabulary (size {self.vocab_size})"
+            )
+
+    @property
+    def head_size(self) -> int:
+        """D = H // N, the size of one attention head."""
+        return self.hidden_size // self.num_attention_heads
+
+    # --- presets -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> BertConfig:
+        """A Google release size by name (`tiny`, `mini`, `small`, `medium`, `base`, `large`).
+
+        Any field can be overridden, e.g. `BertConfig.from_preset("mini", vocab_size=8000)`.
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown model size {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        values: dict[str, Any] = {
+            "num_hidden_layers": layers,
+            "hidden_size": hidden,
+            "num_attention_heads": heads,
+            "intermediate_size": FEED_FORWARD_MULTIPLIER * hidden,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> BertConfig:
+        """BERT-Tiny: L2/H128/A2."""
+        return cls.from_preset("tiny", **overrides)
+
+    @classmethod
+    def mini(cls, **overrides: Any) -> BertConfig:
+        """BERT-Mini: L4/H256/A4."""
+        return cls.from_preset("mini", **overrides)
+
+    @classmethod
+    def small(cls, **overrides: Any) -> BertConfig:
+        """BERT-Small: L4/H512/A8."""
+        return cls.from_preset("small", **overrides)
+
+    @classmethod
+    def medium(cls, **overrides: Any) -> BertConfig:
+        """BERT-Medium: L8/H512/A8."""
+        return cls.from_preset("medium", **overrides)
+
+    @classmethod
+    def base(cls, **overrides: Any) -> BertConfig:
+        """BERT-Base: L12/H768/A12."""
+        return cls.from_preset("base", **overrides)
+
+    @classmethod
+    def large(cls, **overrides: Any) -> BertConfig:
+        """BERT-Large: L24/H1024/A16."""
+        return cls.from_preset("large", **overrides)
+
+    # --- config.json round trip ------------------------------------------------------------------
+
+    def replace(self, **changes: Any) -> BertConfig:
+        """A copy with some fields changed (configs are immutable)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The HF `config.json` fields, unknown keys read earlier and `model_type`."""
+        values = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"
+        }
+        values.update(self.extra)
+        values["model_type"] = "bert"
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> BertConfig:
+        """Build from a `config.json` dict. Unknown keys are logged and kept in `extra`."""
+        if values.get("model_type", "bert") != "bert":
+            raise ValueError(f"not a BERT config: model_type is {values['model_type']!r}")
+        if values.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(
+                "only absolute position embeddings are supported, got "
+                f"{values['position_embedding_type']!r}"
+            )
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in values.items() if k in known}
+        extra = {
+            k: v for k, v in values.items() if k not in known and k not in _HF_BOOKKEEPING_KEYS
+        }
+        if extra:
+            logger.info("config.json keys unknown to bertlab kept as-is: %s", sorted(extra))
+        # HF's decoder flag is the same left-to-right attention as bertlab's `is_causal`.
+        if values.get("is_decoder") and "is_causal" not in values:
+            kwargs["is_causal"] = True
+        return cls(**kwargs, extra=extra)
+
+    def to_json_file(self, path: str | Path, **additional: Any) -> None:
+        """Write `config.json`; `additional` adds keys such as `architectures`."""
+        values = self.to_dict()
+        values.update(additional)
+        Path(path).write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> BertConfig:
+        """Read a `config.json` written by bertlab or by `transformers`."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path} is not valid JSON: {error}") from error
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} must hold a JSON object")
+        return cls.from_dict(values)
