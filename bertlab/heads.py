@@ -1,0 +1,460 @@
+"""Fine-tuning heads (BERT §4, Figure 4): the encoder plus one linear layer per task.
+
+Each class has the Hugging Face name and attribute layout (`bert`, `dropout`, then `classifier` or
+`qa_outputs`), so its `state_dict` and `config.json` load into and out of `transformers` unchanged.
+What they share (running the encoder, dropout, the losses, label names in config.json) lives in
+`BertForTask`, `BertForLabels` and the loss helpers; a head only says which representation it reads
+and how it reshapes.
+"""
+
+# Shapes: B batch, L sequence length, H hidden_size, N attention heads, D = H // N head size,
+#         I intermediate_size, V vocab, C labels, K choices, P masked positions per sequence.
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertlab.config import BertConfig
+from bertlab.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel
+
+NUM_SPAN_ENDS = 2  # BERT §4.2 (SQuAD): a start vector S and an end vector E
+
+
+@dataclass
+class TaskOutput:
+    """What every head returns.
+
+    logits: (B, C) sequence classification, (B, L, C) token classification, (B, K) multiple
+    choice, (B, L, 2) question answering, whose start_logits and end_logits are (B, L) each.
+    loss: float32 scalar when labels were given.
+    """
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    start_logits: torch.Tensor | None = None
+    end_logits: torch.Tensor | None = None
+
+
+# --- losses ---------------------------------------------------------------------------------------
+
+
+def _check_labels(name: str, labels: torch.Tensor, expected: tuple[int, ...], what: str) -> None:
+    if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != expected:
+        shape = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"{name} must be {what} of shape {expected}, got {shape}")
+
+
+def _check_class_ids(name: str, labels: torch.Tensor) -> None:
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer class ids, got dtype {labels.dtype}")
+
+
+def single_label_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the last dimension; labels equal to -100 are skipped.
+
+    Args:
+        logits: (..., C) float, e.g. (B, C), (B, L, C) or (B, K).
+        labels: (...) int64 class ids, the shape of `logits` without its last dimension.
+
+    Returns:
+        float32 scalar, the mean over labels that are not -100.
+    """
+    _check_labels("labels", labels, tuple(logits.shape[:-1]), "class ids")
+    _check_class_ids("labels", labels)
+    return F.cross_entropy(
+        logits.flatten(0, -2).float(), labels.flatten().long(), ignore_index=IGNORE_INDEX
+    )
+
+
+def regression_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean squared error. logits: (B, C) float; labels: (B, C), or (B,) when C == 1."""
+    batch, num_labels = logits.shape
+    expected = (batch,) if num_labels == 1 else (batch, num_labels)
+    _check_labels("labels", labels, expected, "regression targets")
+    return F.mse_loss(logits.float(), labels.float().view(batch, num_labels))
+
+
+def multi_label_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy per label. logits: (B, C) float; labels: (B, C) in [0, 1]."""
+    _check_labels("labels", labels, tuple(logits.shape), "0/1 targets")
+    return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+
+
+def span_loss(
+    start_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    start_positions: torch.Tensor,
+    end_positions: torch.Tensor,
+) -> torch.Tensor:
+    """BERT §4.2: the mean of the start and end cross-entropies.
+
+    Args:
+        start_logits, end_logits: (B, L) float.
+        start_positions, end_positions: (B,) int64 token positions of the answer. Positions
+            outside [0, L) (an answer cut off by truncation) are ignored, as in HF.
+
+    Returns:
+        float32 scalar.
+    """
+    batch, seq_len = start_logits.shape
+    losses = []
+    for name, logits, positions in (
+        ("start_positions", start_logits, start_positions),
+        ("end_positions", end_logits, end_positions),
+    ):
+        _check_labels(name, positions, (batch,), "token positions")
+        _check_class_ids(name, positions)
+        # HF clamps to [0, L] and ignores L, so a position past the end adds no loss.
+        positions = positions.long().clamp(0, seq_len)  # (B,)
+        losses.append(F.cross_entropy(logits.float(), positions, ignore_index=seq_len))
+    return (losses[0] + losses[1]) / 2
+
+
+# HF's `problem_type` values (config.json) -> the loss of a sequence classifier.
+SEQUENCE_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "regression": regression_loss,
+    "single_label_classification": single_label_loss,
+    "multi_label_classification": multi_label_loss,
+}
+
+
+# --- shared base classes --------------------------------------------------------------------------
+
+
+class BertForTask(BertPreTrainedModel):
+    """BERT §4: the pre-trained encoder, dropout, and a task layer that a subclass adds."""
+
+    # Read the pooled [CLS] vector (True) or every token's last hidden state (False). HF builds
+    # no pooler for per-token heads, so their checkpoints have no `bert.pooler` keys.
+    use_pooler = True
+    # Dropout before the task layer; Google's run_squad.py and HF use none for spans.
+    use_dropout = True
+
+    def __init__(self, config: BertConfig, classifier_dropout: float | None = None) -> None:
+        super().__init__(config)
+        if classifier_dropout is not None and not 0.0 <= classifier_dropout < 1.0:
+            raise ValueError(f"classifier_dropout must be in [0, 1), got {classifier_dropout!r}")
+        self.bert = BertModel(config, add_pooling_layer=self.use_pooler)
+        self.classifier_dropout = classifier_dropout
+        # As HF: `classifier_dropout` when given, else the encoder's `hidden_dropout_prob`.
+        dropout_prob = (
+            config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
+        )
+        self.dropout = nn.Dropout(dropout_prob) if self.use_dropout else nn.Identity()
+
+    def encode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """(B, L) inputs as for `BertModel` -> pooled (B, H) or per token (B, L, H), dropped out."""
+        body = self.bert(input_ids, attention_mask, token_type_ids)
+        features = body.pooler_output if self.use_pooler else body.last_hidden_state
+        return self.dropout(features)
+
+    def extra_config(self) -> dict[str, Any]:
+        return {"classifier_dropout": self.classifier_dropout} if self.use_dropout else {}
+
+    @classmethod
+    def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
+        if cls.use_dropout and values.get("classifier_dropout") is not None:
+            return {"classifier_dropout": values["classifier_dropout"]}
+        return {}
+
+
+def label_names(num_labels: int | None, id2label: dict[int, str] | None) -> dict[int, str]:
+    """The name of each label id 0..C-1; HF's default names `LABEL_i` when none are given.
+
+    Raises:
+        ValueError: neither is given, num_labels < 1, or the two disagree.
+    """
+    if id2label is None:
+        if num_labels is None:
+            raise ValueError("give num_labels or id2label")
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
+        return {label_id: f"LABEL_{label_id}" for label_id in range(num_labels)}
+    id2label = {int(label_id): str(name) for label_id, name in id2label.items()}
+    if sorted(id2label) != list(range(len(id2label))) or not id2label:
+        raise ValueError(f"id2label keys must be 0..C-1, got {sorted(id2label)}")
+    if num_labels is not None and num_labels != len(id2label):
+        raise ValueError(f"num_labels is {num_labels} but id2label names {len(id2label)} labels")
+    if len(set(id2label.values())) != len(id2label):
+        raise ValueError(f"id2label names must be unique, got {list(id2label.values())}")
+    return id2label
+
+
+class BertForLabels(BertForTask):
+    """A head with C named labels; `id2label`/`label2id` go to config.json as HF writes them."""
+
+    def __init__(
+        self,
+        config: BertConfig,
+        num_labels: int | None = None,
+        id2label: dict[int, str] | None = None,
+        classifier_dropout: float | None = None,
+    ) -> None:
+        super().__init__(config, classifier_dropout)
+        self.id2label = label_names(num_labels, id2label)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.id2label)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: label_id for label_id, name in self.id2label.items()}
+
+    def extra_config(self) -> dict[str, Any]:
+        # JSON object keys are strings; HF writes {"0": "neg"} and reads the keys back as ints.
+        id2label = {str(label_id): name for label_id, name in self.id2label.items()}
+        return super().extra_config() | {"id2label": id2label, "label2id": self.label2id}
+
+    @classmethod
+    def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
+        kwargs = super().init_kwargs_from_config(values)
+        if values.get("id2label"):
+            stored = values["id2label"]  # JSON keys are strings: {"0": "neg"}
+            kwargs["id2label"] = {int(label_id): name for label_id, name in stored.items()}
+        elif values.get("num_labels") is not None:
+            kwargs["num_labels"] = values["num_labels"]
+        return kwargs
+
+
+# --- the heads ------------------------------------------------------------------------------------
+
+
+class BertForSequenceClassification(BertForLabels):
+    """BERT §4.1 (GLUE): classify or score the whole input from the pooled [CLS] vector."""
+
+    architecture = "BertForSequenceClassification"
+
+    def __init__(
+        self,
+        config: BertConfig,
+        num_labels: int | None = None,
+        problem_type: str | None = None,
+        id2label: dict[int, str] | None = None,
+        classifier_dropout: float | None = None,
+    ) -> None:
+        super().__init__(config, num_labels, id2label, classifier_dropout)
+        if problem_type is None:  # as HF: one output is a score (e.g. STS-B), more are classes
+            problem_type = "regression" if self.num_labels == 1 else "single_label_classification"
+        if problem_type not in SEQUENCE_LOSSES:
+            raise ValueError(f"problem_type {problem_type!r} is not one of {list(SEQUENCE_LOSSES)}")
+        self.problem_type = problem_type
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TaskOutput:
+        """Classify (or score) each sequence.
+
+        Args:
+            input_ids, attention_mask, token_type_ids: (B, L), as for `BertModel`.
+            labels: (B,) int64 class ids; (B,) float scores for regression; (B, C) 0/1 floats
+                for multi-label.
+
+        Returns:
+            TaskOutput: logits (B, C) and, with labels, the float32 loss of `problem_type`.
+        """
+        logits = self.classifier(self.encode(input_ids, attention_mask, token_type_ids))  # (B, C)
+        loss = None if labels is None else SEQUENCE_LOSSES[self.problem_type](logits, labels)
+        return TaskOutput(logits=logits, loss=loss)
+
+    def extra_config(self) -> dict[str, Any]:
+        return super().extra_config() | {"problem_type": self.problem_type}
+
+    @classmethod
+    def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
+        kwargs = super().init_kwargs_from_config(values)
+        if values.get("problem_type"):
+            kwargs["problem_type"] = values["problem_type"]
+        return kwargs
+
+
+class BertForTokenClassification(BertForLabels):
+    """BERT §4.3 (NER): a label for every token; words are labelled by their first piece."""
+
+    architecture = "BertForTokenClassification"
+    use_pooler = False
+
+    def __init__(
+        self,
+        config: BertConfig,
+        num_labels: int | None = None,
+        id2label: dict[int, str] | None = None,
+        classifier_dropout: float | None = None,
+    ) -> None:
+        super().__init__(config, num_labels, id2label, classifier_dropout)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TaskOutput:
+        """Label every token.
+
+        Args:
+            input_ids, attention_mask, token_type_ids: (B, L), as for `BertModel`.
+            labels: (B, L) int64; -100 where nothing is predicted (padding, special tokens,
+                later pieces of a word).
+
+        Returns:
+            TaskOutput: logits (B, L, C) and, with labels, the float32 cross-entropy.
+        """
+        features = self.encode(input_ids, attention_mask, token_type_ids)  # (B, L, H)
+        logits = self.classifier(features)  # (B, L, C)
+        loss = None if labels is None else single_label_loss(logits, labels)
+        return TaskOutput(logits=logits, loss=loss)
+
+
+class BertForQuestionAnswering(BertForTask):
+    """BERT §4.2 (SQuAD): a start and an end score for every token; the answer is the best span."""
+
+    architecture = "BertForQuestionAnswering"
+    use_pooler = False
+    use_dropout = False
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, NUM_SPAN_ENDS)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> TaskOutput:
+        """Score every token as the start and as the end of the answer.
+
+        Args:
+            input_ids, attention_mask, token_type_ids: (B, L), as for `BertModel`.
+            start_positions, end_positions: (B,) int64 answer token positions, both or neither.
+
+        Returns:
+            TaskOutput: logits (B, L, 2), start_logits and end_logits (B, L) and, with
+            positions, the float32 `span_loss`.
+
+        Raises:
+            ValueError: only one of start_positions and end_positions is given.
+        """
+        if (start_positions is None) != (end_positions is None):
+            raise ValueError("give both start_positions and end_positions, or neither")
+        features = self.encode(input_ids, attention_mask, token_type_ids)  # (B, L, H)
+        logits = self.qa_outputs(features)  # (B, L, 2)
+        start_logits, end_logits = logits.unbind(-1)  # (B, L) each
+        loss = None
+        if start_positions is not None:
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
+        return TaskOutput(
+            logits=logits,
+            loss=loss,
+            start_logits=start_logits.contiguous(),
+            end_logits=end_logits.contiguous(),
+        )
+
+
+class BertForMultipleChoice(BertForTask):
+    """BERT §4.4 (SWAG): score each of K (context, choice) pairs from its pooled [CLS] vector."""
+
+    architecture = "BertForMultipleChoice"
+
+    def __init__(self, config: BertConfig, classifier_dropout: float | None = None) -> None:
+        super().__init__(config, classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TaskOutput:
+        """Score the K choices of each example.
+
+        Args:
+            input_ids, attention_mask, token_type_ids: (B, K, L), one sequence per choice.
+            labels: (B,) int64 index of the right choice.
+
+        Returns:
+            TaskOutput: logits (B, K) and, with labels, the float32 cross-entropy.
+
+        Raises:
+            ValueError: the inputs are not (B, K, L).
+        """
+        _check_choices(input_ids, attention_mask, token_type_ids)
+        batch, num_choices, seq_len = input_ids.shape
+        flat = [
+            tensor if tensor is None else tensor.reshape(batch * num_choices, seq_len)
+            for tensor in (input_ids, attention_mask, token_type_ids)
+        ]  # (B * K, L) each
+        logits = self.classifier(self.encode(*flat)).view(batch, num_choices)  # (B, K)
+        loss = None if labels is None else single_label_loss(logits, labels)
+        return TaskOutput(logits=logits, loss=loss)
+
+
+def _check_choices(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+) -> None:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 3:
+        shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids)
+        raise ValueError(f"multiple-choice input_ids must be (B, K, L), got {shape}")
+    for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+        if tensor is not None and tensor.shape != input_ids.shape:
+            raise ValueError(
+                f"{name} shape {tuple(tensor.shape)} differs from input_ids "
+                f"{tuple(input_ids.shape)}"
+            )
+
+
+def word_predictions(
+    logits: torch.Tensor, word_ids: Sequence[Sequence[int | None]]
+) -> list[dict[int, int]]:
+    """Map token predictions back to words: each word takes the label of its first piece.
+
+    Example: pieces ["[CLS]", "un", "##aff", "##able", "yes", "[SEP]"] with word_ids
+    [None, 0, 0, 0, 1, None] give {0: label at "un", 1: label at "yes"}.
+
+    Args:
+        logits: (B, L, C) from `BertForTokenClassification`.
+        word_ids: per sequence, the word index of each of its L tokens; None for special tokens
+            and padding (as `tokenizers.Encoding.word_ids` gives them).
+
+    Returns:
+        Per sequence, {word index: label id}. Words cut off by truncation are absent.
+    """
+    predicted = logits.argmax(-1).tolist()  # (B, L)
+    if len(word_ids) != len(predicted):
+        raise ValueError(f"word_ids has {len(word_ids)} sequences, logits {len(predicted)}")
+    words_per_sequence = []
+    for labels, words in zip(predicted, word_ids, strict=True):
+        if len(words) != len(labels):
+            raise ValueError(f"word_ids has {len(words)} tokens, logits {len(labels)}")
+        first: dict[int, int] = {}
+        for label, word in zip(labels, words, strict=True):
+            if word is not None and word not in first:
+                first[word] = label
+        words_per_sequence.append(first)
+    return words_per_sequence
