@@ -1,0 +1,134 @@
+"""Tokenizer benchmark: training time, encoding speed (ours vs the reference) and peak memory.
+
+Run from the repository root (other people's benchmarks must not overlap with it):
+
+    flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/bench_tokenizer.py
+
+Trains a 30k uncased vocabulary on both files of ../shared/data/corpus_en and a 21k vocabulary on
+../shared/data/corpus_zh, reports their held-out [UNK] rates, then encodes the English corpus with
+the trained tokenizer (batch, both cores) and a sample with the pure-Python reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+ENGLISH_VOCAB_SIZE = 30000  # issue 3: a 30k English vocabulary
+CHINESE_VOCAB_SIZE = 21128  # issue 3: 21k, the size of Google's bert-base-chinese
+LINES_PER_BATCH = 10_000
+REFERENCE_SAMPLE_BYTES = 2_000_000  # the reference is slow; a sample gives its speed
+BYTES_PER_MB = 1e6
+KIB_PER_MIB = 1024  # ru_maxrss is in KiB on Linux
+
+
+def read_lines(paths: list[Path], max_bytes: float) -> tuple[list[str], int]:
+    lines, size = [], 0
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as file:
+            for line in file:
+                lines.append(line)
+                size += len(line.encode("utf-8"))
+                if size >= max_bytes:
+                    return lines, size
+    return lines, size
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / KIB_PER_MIB
+
+
+def bench_training(name: str, paths: list[Path], vocab_size: int, out: Path) -> Tokenizer:
+    started = time.perf_counter()
+    config = TokenizerTrainingConfig(vocab_size=vocab_size)
+    tokenizer, report = train_tokenizer(paths, config, show_progress=False)
+    seconds = time.perf_counter() - started
+    tokenizer.save_pretrained(out)
+    corpus_mb = sum(path.stat().st_size for path in paths) / BYTES_PER_MB
+    print(
+        f"[{name}] trained {report.vocab_size} pieces on {len(paths)} files "
+        f"({corpus_mb:.0f} MB on disk) in {seconds:.1f} s; peak RSS {peak_rss_mib():.0f} MiB"
+    )
+    for line in report.summary():
+        print(f"[{name}]   {line}")
+    return tokenizer
+
+
+def bench_encoding(tokenizer: Tokenizer, lines: list[str], size: int) -> None:
+    started = time.perf_counter()
+    num_pieces = 0
+    for start in range(0, len(lines), LINES_PER_BATCH):
+        batch = tokenizer(lines[start : start + LINES_PER_BATCH], truncation=False)
+        num_pieces += sum(map(len, batch["input_ids"]))
+    seconds = time.perf_counter() - started
+    print(
+        f"[encode] ours: {size / BYTES_PER_MB:.1f} MB, {len(lines)} lines, {num_pieces} pieces "
+        f"in {seconds:.1f} s = {size / BYTES_PER_MB / seconds:.2f} MB/s (batch, both cores)"
+    )
+    started = time.perf_counter()
+    batch = tokenizer(lines[:LINES_PER_BATCH], truncation=False, return_offsets=True)
+    sample = sum(len(line.encode("utf-8")) for line in lines[:LINES_PER_BATCH])
+    seconds = time.perf_counter() - started
+    print(f"[encode] ours with offsets: {sample / BYTES_PER_MB / seconds:.2f} MB/s")
+
+
+def bench_reference(vocab_dir: Path, lines: list[str]) -> None:
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    reference = BertTokenizerLegacy(str(vocab_dir / "vocab.txt"), do_lower_case=True)
+    sample, size = [], 0
+    for line in lines:
+        if size >= REFERENCE_SAMPLE_BYTES:
+            break
+        sample.append(line)
+        size += len(line.encode("utf-8"))
+    started = time.perf_counter()
+    for line in sample:
+        reference(line, truncation=False)
+    seconds = time.perf_counter() - started
+    print(
+        f"[encode] reference BertTokenizerLegacy: {size / BYTES_PER_MB:.1f} MB sample in "
+        f"{seconds:.1f} s = {size / BYTES_PER_MB / seconds:.2f} MB/s (pure Python, one core)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--encode-mb",
+        type=float,
+        default=float("inf"),
+        help="encode at most this many MB of the English corpus",
+    )
+    parser.add_argument("--skip-chinese", action="store_true")
+    args = parser.parse_args()
+    english = sorted((SHARED_DATA / "corpus_en").glob("*.txt.gz"))
+    chinese = sorted((SHARED_DATA / "corpus_zh").glob("*.txt"))
+    if not english:
+        print(f"no corpus under {SHARED_DATA}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch)
+        tokenizer = bench_training("en-30k", english, ENGLISH_VOCAB_SIZE, out / "en")
+        if chinese and not args.skip_chinese:
+            bench_training("zh-21k", chinese, CHINESE_VOCAB_SIZE, out / "zh")
+        lines, size = read_lines(english, args.encode_mb * BYTES_PER_MB)
+        bench_encoding(tokenizer, lines, size)
+        bench_reference(out / "en", lines)
+    print(f"[memory] peak RSS of the whole run: {peak_rss_mib():.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

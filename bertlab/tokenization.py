@@ -1,0 +1,616 @@
+"""WordPiece tokenization with BERT's rules, on the `tokenizers` library. No torch import.
+
+Google's reference (google-research/bert `tokenization.py`, kept in `transformers` as
+`BertTokenizerLegacy`) tokenizes in two stages:
+
+1. Basic tokenization: drop control characters and map whitespace to a space; put spaces around
+   CJK ideographs; NFC-normalize (added by `transformers`); lowercase and strip accents (NFD, then
+   drop nonspacing marks) when uncased; split on whitespace and isolate every punctuation mark.
+2. WordPiece: greedy longest-match-first over the vocabulary, word-internal pieces prefixed `##`; a
+   word longer than 100 characters, or one that cannot be covered, becomes `[UNK]`.
+
+The `tokenizers` library runs this pipeline in Rust with offsets, but its built-in `BertNormalizer`
+and `BertPreTokenizer` disagree with the reference on a few points: their Unicode tables are older
+than Python's (emoji added after Unicode 9 are dropped as "unassigned"), accent stripping also drops
+spacing marks (category Mc, e.g. Devanagari vowel signs), lowercasing ignores the Greek final sigma,
+there is no NFC step, and one CJK extension range is off. We therefore compose the pipeline from
+generic `Replace`/`Split` steps whose character classes are computed from Python's `unicodedata`,
+the same tables the reference reads, so the two agree by construction. The golden tests prove it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import Tokenizer as BackendTokenizer
+from tokenizers.models import WordPiece
+
+logger = logging.getLogger(__name__)
+
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+# Order in which a freshly trained vocabulary lists them (ids 0..4).
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+
+CONTINUING_SUBWORD_PREFIX = "##"  # google-research/bert WordpieceTokenizer
+MAX_INPUT_CHARS_PER_WORD = 100  # google-research/bert WordpieceTokenizer: longer words -> [UNK]
+MODEL_MAX_LENGTH = 512  # BERT paper §A.2: sequences of at most 512 tokens
+NUM_SPECIAL_TOKENS_SINGLE = 2  # [CLS] A [SEP]
+NUM_SPECIAL_TOKENS_PAIR = 3  # [CLS] A [SEP] B [SEP]
+PAIR_SEGMENT_ID = 1  # token_type_ids of sentence B (BERT paper §3, segment embeddings)
+
+# google-research/bert tokenization.py `_is_chinese_char`, with the Extension E start (0x2B820)
+# as in `transformers`; the `tokenizers` library has 0x2B920 there.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+# google-research/bert `_is_punctuation`: these ASCII symbols count as punctuation too.
+ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
+SURROGATES = range(0xD800, 0xE000)  # not valid in a Rust string; the reference drops them (Cs)
+GREEK_CAPITAL_SIGMA = "\u03a3"
+GREEK_FINAL_SIGMA = "\u03c2"
+
+
+def is_cjk_ideograph(char: str) -> bool:
+    """Whether BERT's basic tokenizer isolates `char` as a word of its own (a CJK ideograph).
+
+    Kana and Hangul are not ideographs: `is_cjk_ideograph("中") -> True`, `("か") -> False`.
+    """
+    code_point = ord(char)
+    return any(low <= code_point <= high for low, high in CJK_RANGES)
+
+
+def _is_control(char: str) -> bool:
+    # Reference `_clean_text`: NUL, U+FFFD and every category C* character except \t \n \r.
+    if char in "\t\n\r":
+        return False
+    return char in "\x00\ufffd" or unicodedata.category(char).startswith("C")
+
+
+def _is_whitespace(char: str) -> bool:
+    # Reference `_is_whitespace`, plus what Python's `str.split()` (its `whitespace_tokenize`)
+    # splits on and `_clean_text` kept (U+2028, U+2029).
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs" or char.isspace()
+
+
+def _is_punctuation(char: str) -> bool:
+    code_point = ord(char)
+    if any(low <= code_point <= high for low, high in ASCII_PUNCTUATION_RANGES):
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def _lowers_to_final_sigma(text: str) -> bool:
+    return text.lower().endswith(GREEK_FINAL_SIGMA)
+
+
+def _regex_class(code_points: Iterable[int]) -> str:
+    """A regex character class `[...]` of sorted code points, written as ranges."""
+    ranges: list[list[int]] = []
+    for code_point in sorted(code_points):
+        if ranges and ranges[-1][1] == code_point - 1:
+            ranges[-1][1] = code_point
+        else:
+            ranges.append([code_point, code_point])
+    parts = (
+        f"\\x{{{low:X}}}" if low == high else f"\\x{{{low:X}}}-\\x{{{high:X}}}"
+        for low, high in ranges
+    )
+    return "[" + "".join(parts) + "]"
+
+
+@dataclass(frozen=True)
+class CharacterClasses:
+    """Regex classes for BERT's character rules, computed from Python's `unicodedata`."""
+
+    control: str
+    whitespace: str
+    punctuation: str
+    nonspacing_mark: str
+    cjk: str
+    final_sigma: str
+
+
+@functools.lru_cache(maxsize=1)
+def character_classes() -> CharacterClasses:
+    """Compute the classes once per process (about a second); a pure function of Unicode data."""
+    control, whitespace, punctuation, nonspacing, cased, case_ignorable = ([] for _ in range(6))
+    for code_point in range(sys.maxunicode + 1):
+        if code_point in SURROGATES:
+            continue
+        char = chr(code_point)
+        if _is_control(char):
+            control.append(code_point)
+            continue
+        if _is_whitespace(char):
+            whitespace.append(code_point)
+        if _is_punctuation(char):
+            punctuation.append(code_point)
+        if unicodedata.category(char) == "Mn":
+            nonspacing.append(code_point)
+        # Python's str.lower() turns a capital sigma into a final sigma when a cased letter comes
+        # before it (skipping case-ignorable characters) and none after. Derive both character
+        # sets from str.lower() itself so the regex below follows it exactly.
+        if _lowers_to_final_sigma(char + GREEK_CAPITAL_SIGMA):
+            cased.append(code_point)
+        elif _lowers_to_final_sigma("A" + char + GREEK_CAPITAL_SIGMA):
+            case_ignorable.append(code_point)
+    cased_class, ignorable_class = _regex_class(cased), _regex_class(case_ignorable)
+    final_sigma = (
+        f"(?<={cased_class}{ignorable_class}*){GREEK_CAPITAL_SIGMA}"
+        f"(?!{ignorable_class}*{cased_class})"
+    )
+    cjk = [cp for low, high in CJK_RANGES for cp in range(low, high + 1)]
+    return CharacterClasses(
+        control=_regex_class(control),
+        whitespace=_regex_class(whitespace),
+        punctuation=_regex_class(punctuation),
+        nonspacing_mark=_regex_class(nonspacing),
+        cjk=_regex_class(cjk),
+        final_sigma=final_sigma,
+    )
+
+
+def build_normalizer(lowercase: bool, strip_accents: bool) -> normalizers.Normalizer:
+    """BERT's basic-tokenizer normalization, in the reference's order, keeping offsets.
+
+    Ideographs are isolated by the pre-tokenizer instead, which splits exactly where the reference
+    inserts spaces (NFC maps CJK ideographs only to CJK ideographs, so the order does not matter).
+    """
+    classes = character_classes()
+    steps = [
+        normalizers.Replace(Regex(classes.control), ""),
+        normalizers.Replace(Regex(classes.whitespace), " "),
+        normalizers.NFC(),
+    ]
+    if lowercase:
+        steps += [
+            normalizers.Replace(Regex(classes.final_sigma), GREEK_FINAL_SIGMA),
+            normalizers.Lowercase(),
+        ]
+    if strip_accents:
+        steps += [normalizers.NFD(), normalizers.Replace(Regex(classes.nonspacing_mark), "")]
+    return normalizers.Sequence(steps)
+
+
+def build_pre_tokenizer(handle_chinese_chars: bool) -> pre_tokenizers.PreTokenizer:
+    """Split on whitespace, then isolate every punctuation mark (and ideograph, if asked)."""
+    classes = character_classes()
+    isolated = classes.punctuation
+    if handle_chinese_chars:
+        isolated = classes.punctuation[:-1] + classes.cjk[1:]
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(isolated), "isolated")]
+    )
+
+
+def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
+    """Read a `vocab.txt` (one piece per line, id = line number) as the reference does.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file is empty or not UTF-8.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"vocabulary file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = file.readlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"vocabulary file {path} is not UTF-8: {error}") from error
+    # Reference `load_vocab`: strip the newline only; a repeated piece keeps its last line.
+    vocab = {line.rstrip("\n"): index for index, line in enumerate(lines)}
+    if not vocab or vocab.keys() == {""}:
+        raise ValueError(f"vocabulary file {path} is empty")
+    if len(vocab) != len(lines):
+        logger.warning("%s repeats %d pieces; the last line wins", path, len(lines) - len(vocab))
+    return vocab
+
+
+@dataclass(frozen=True)
+class TokenizerOptions:
+    """BERT's basic-tokenizer switches; defaults are Google's uncased BERT.
+
+    `strip_accents=None` follows `lowercase`, as in the reference.
+    """
+
+    lowercase: bool = True
+    strip_accents: bool | None = None
+    handle_chinese_chars: bool = True
+    model_max_length: int = MODEL_MAX_LENGTH
+
+    @property
+    def is_stripping_accents(self) -> bool:
+        return self.lowercase if self.strip_accents is None else self.strip_accents
+
+    def to_hf_config(self) -> dict:
+        """`tokenizer_config.json` keys understood by `transformers.BertTokenizer(Fast)`."""
+        return {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.handle_chinese_chars,
+            "model_max_length": self.model_max_length,
+            "unk_token": UNK_TOKEN,
+            "sep_token": SEP_TOKEN,
+            "pad_token": PAD_TOKEN,
+            "cls_token": CLS_TOKEN,
+            "mask_token": MASK_TOKEN,
+            "clean_up_tokenization_spaces": True,
+        }
+
+
+Encoding = dict  # input_ids, token_type_ids, attention_mask[, offset_mapping]: lists (of lists)
+ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")  # HF names
+OFFSETS_KEY = "offset_mapping"
+
+
+class Tokenizer:
+    """BERT's WordPiece tokenizer: Google's rules exactly, encoded fast by `tokenizers`.
+
+    Example:
+        >>> tok = Tokenizer.from_pretrained("vocab.txt")
+        >>> tok.tokenize("unaffable")
+        ['un', '##aff', '##able']
+        >>> tok("Hello", "world")["token_type_ids"]
+        [0, 0, 0, 1, 1]
+    """
+
+    def __init__(self, vocab: Mapping[str, int], options: TokenizerOptions | None = None) -> None:
+        """Args:
+        vocab: piece -> id; must contain [PAD] [UNK] [CLS] [SEP] [MASK].
+        options: casing and CJK switches; Google's uncased BERT when None.
+
+        Raises:
+            ValueError: the vocabulary lacks a special token.
+        """
+        missing = [token for token in SPECIAL_TOKENS if token not in vocab]
+        if missing:
+            raise ValueError(f"vocabulary lacks the special tokens {', '.join(missing)}")
+        self.options = options or TokenizerOptions()
+        self._vocab = dict(vocab)
+        self._ids_to_tokens = {index: token for token, index in self._vocab.items()}
+        self._backend = self._build_backend()
+
+    def _build_backend(self) -> BackendTokenizer:
+        options = self.options
+        backend = BackendTokenizer(
+            WordPiece(
+                vocab=self._vocab,
+                unk_token=UNK_TOKEN,
+                max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+                continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+            )
+        )
+        backend.normalizer = build_normalizer(options.lowercase, options.is_stripping_accents)
+        backend.pre_tokenizer = build_pre_tokenizer(options.handle_chinese_chars)
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{CLS_TOKEN}:0 $A:0 {SEP_TOKEN}:0",
+            pair=f"{CLS_TOKEN}:0 $A:0 {SEP_TOKEN}:0 "
+            f"$B:{PAIR_SEGMENT_ID} {SEP_TOKEN}:{PAIR_SEGMENT_ID}",
+            special_tokens=[(CLS_TOKEN, self.cls_token_id), (SEP_TOKEN, self.sep_token_id)],
+        )
+        backend.decoder = decoders.WordPiece(prefix=CONTINUING_SUBWORD_PREFIX)
+        # The reference matches special tokens in the raw text, case-sensitively, before any
+        # normalization, and never splits them.
+        backend.add_special_tokens(
+            [AddedToken(token, special=True, normalized=False) for token in SPECIAL_TOKENS]
+        )
+        return backend
+
+    # --- loading and saving ---------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        *,
+        lowercase: bool | None = None,
+        strip_accents: bool | None = None,
+        handle_chinese_chars: bool | None = None,
+    ) -> Tokenizer:
+        """Load a `vocab.txt`, or a directory written by bertlab or `transformers`.
+
+        A directory needs `vocab.txt` or `tokenizer.json`; switches come from its
+        `tokenizer_config.json` (or the `tokenizer.json` normalizer) unless given here.
+
+        Raises:
+            FileNotFoundError: no vocabulary at `path`.
+            ValueError: empty vocabulary, or one lacking a special token.
+        """
+        path = Path(path)
+        settings: dict = {}
+        if path.is_dir():
+            vocab, settings = _read_directory(path)
+        else:
+            vocab = read_vocab_file(path)
+        given = {
+            "lowercase": lowercase,
+            "strip_accents": strip_accents,
+            "handle_chinese_chars": handle_chinese_chars,
+        }
+        settings.update({key: value for key, value in given.items() if value is not None})
+        return cls(vocab, TokenizerOptions(**settings))
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write `vocab.txt`, `tokenizer.json` and `tokenizer_config.json` into `directory`.
+
+        The directory loads in `transformers.BertTokenizer` and `BertTokenizerFast`.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        ordered = sorted(self._vocab.items(), key=lambda item: item[1])
+        if [index for _, index in ordered] != list(range(len(ordered))):
+            raise ValueError("vocabulary ids are not 0..N-1; cannot write it as vocab.txt")
+        # Write every file under a temporary name first, so a failure leaves no half-written set.
+        names = (VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE)
+        staged = {name: directory / f".{name}.partial" for name in names}
+        with open(staged[VOCAB_FILE], "w", encoding="utf-8") as file:
+            file.writelines(token + "\n" for token, _ in ordered)
+        self._backend.save(str(staged[TOKENIZER_FILE]))
+        with open(staged[CONFIG_FILE], "w", encoding="utf-8") as file:
+            json.dump(self.options.to_hf_config(), file, indent=2, ensure_ascii=False)
+            file.write("\n")
+        for name, path in staged.items():
+            os.replace(path, directory / name)
+        return directory
+
+    # --- vocabulary -----------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._vocab)
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._vocab[PAD_TOKEN]
+
+    @property
+    def unk_token_id(self) -> int:
+        return self._vocab[UNK_TOKEN]
+
+    @property
+    def cls_token_id(self) -> int:
+        return self._vocab[CLS_TOKEN]
+
+    @property
+    def sep_token_id(self) -> int:
+        return self._vocab[SEP_TOKEN]
+
+    @property
+    def mask_token_id(self) -> int:
+        return self._vocab[MASK_TOKEN]
+
+    @property
+    def special_token_ids(self) -> set[int]:
+        return {self._vocab[token] for token in SPECIAL_TOKENS}
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Pieces to ids; unknown pieces map to `[UNK]`'s id."""
+        if isinstance(tokens, str):
+            return self._vocab.get(tokens, self.unk_token_id)
+        return [self._vocab.get(token, self.unk_token_id) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        """Ids to pieces; ids outside the vocabulary map to `[UNK]`."""
+        if isinstance(ids, int):
+            return self._ids_to_tokens.get(ids, UNK_TOKEN)
+        return [self._ids_to_tokens.get(index, UNK_TOKEN) for index in ids]
+
+    @property
+    def backend(self) -> BackendTokenizer:
+        """The underlying `tokenizers.Tokenizer` (e.g. for `word_ids`); do not reconfigure it."""
+        return self._backend
+
+    # --- encoding -------------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[str]:
+        """Word pieces of `text`, no [CLS]/[SEP]: `"unaffable" -> ["un", "##aff", "##able"]`."""
+        return self._backend.encode(text, add_special_tokens=False).tokens
+
+    def __call__(
+        self,
+        text: str | Sequence[str] | Sequence[tuple[str, str]],
+        text_pair: str | Sequence[str] | None = None,
+        max_length: int | None = None,
+        truncation: bool = True,
+        padding: bool = False,
+        return_offsets: bool = False,
+    ) -> Encoding:
+        """Encode one text (or pair) as `[CLS] A [SEP] (B [SEP])`, or a batch of them.
+
+        Args:
+            text: a string, a list of strings, or a list of (A, B) pairs.
+            text_pair: sentence B (a string, or a list matching `text`).
+            max_length: length limit including special tokens; `model_max_length` when None.
+            truncation: cut the longer side first until the limit is met.
+            padding: pad a batch to its longest sequence with `[PAD]` (attention_mask 0).
+            return_offsets: add `offset_mapping`, (start, end) character spans into the input
+                text for every piece; special tokens get (0, 0).
+
+        Returns:
+            dict with `input_ids`, `token_type_ids`, `attention_mask` (and `offset_mapping`):
+            lists of int for a single input, lists of lists for a batch.
+
+        Raises:
+            ValueError: inconsistent batch, or `max_length` shorter than the special tokens.
+        """
+        is_batch = not isinstance(text, str)
+        inputs = _as_inputs(text, text_pair)
+        has_pair = any(isinstance(item, tuple) for item in inputs)
+        budget = None
+        if truncation:
+            limit = self.options.model_max_length if max_length is None else max_length
+            needed = NUM_SPECIAL_TOKENS_PAIR if has_pair else NUM_SPECIAL_TOKENS_SINGLE
+            if limit < needed:
+                raise ValueError(
+                    f"max_length {limit} leaves no room for the {needed} special tokens"
+                )
+            budget = limit - needed
+        # Encode every side without special tokens in one parallel batch, then truncate and add
+        # [CLS]/[SEP] here: the library's "longest_first" splits an odd excess differently.
+        firsts = [item[0] if isinstance(item, tuple) else item for item in inputs]
+        seconds = [item[1] for item in inputs if isinstance(item, tuple)]
+        encode = self._backend.encode_batch if return_offsets else self._backend.encode_batch_fast
+        encodings = iter(encode(firsts + seconds, add_special_tokens=False))
+        sides = [next(encodings) for _ in firsts]
+        pair_sides = {
+            index: next(encodings) for index, item in enumerate(inputs) if isinstance(item, tuple)
+        }
+        rows = [
+            self._assemble(side, pair_sides.get(index), budget, return_offsets)
+            for index, side in enumerate(sides)
+        ]
+        keys = [*ENCODING_KEYS, OFFSETS_KEY] if return_offsets else list(ENCODING_KEYS)
+        result: Encoding = {key: [row[key] for row in rows] for key in keys}
+        if padding and rows:
+            _pad_in_place(result, self.pad_token_id)
+        return result if is_batch else {key: value[0] for key, value in result.items()}
+
+    def _assemble(self, first, second, budget: int | None, return_offsets: bool) -> Encoding:
+        """`[CLS] A [SEP] (B [SEP])` from side encodings, truncated to `budget` content pieces."""
+        length_a = len(first.ids)
+        length_b = 0 if second is None else len(second.ids)
+        if budget is not None:
+            length_a, length_b = longest_first_lengths(length_a, length_b, budget)
+        cls_id, sep_id = self.cls_token_id, self.sep_token_id
+        input_ids = [cls_id, *first.ids[:length_a], sep_id]
+        token_type_ids = [0] * len(input_ids)
+        offsets = [(0, 0), *first.offsets[:length_a], (0, 0)] if return_offsets else []
+        if second is not None:
+            input_ids += [*second.ids[:length_b], sep_id]
+            token_type_ids += [PAIR_SEGMENT_ID] * (length_b + 1)
+            offsets += [*second.offsets[:length_b], (0, 0)] if return_offsets else []
+        row: Encoding = {
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "attention_mask": [1] * len(input_ids),
+        }
+        if return_offsets:
+            row[OFFSETS_KEY] = offsets
+        return row
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Text of the pieces in `ids`, `##` joined back and special tokens dropped by default."""
+        return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+
+def longest_first_lengths(length_a: int, length_b: int, budget: int) -> tuple[int, int]:
+    """Lengths after `transformers`' "longest_first" truncation to `budget` pieces in all.
+
+    It removes one piece at a time from the longer side, from B on a tie:
+    `longest_first_lengths(3, 9, 5) -> (3, 2)`.
+    """
+    excess = length_a + length_b - budget
+    if excess <= 0:
+        return length_a, length_b
+    from_longer = min(excess, abs(length_a - length_b))
+    if length_a > length_b:
+        length_a -= from_longer
+    else:
+        length_b -= from_longer
+    excess -= from_longer
+    # Equal now: B loses the first piece of every two.
+    return length_a - excess // 2, length_b - (excess + 1) // 2
+
+
+def _as_inputs(
+    text: str | Sequence[str] | Sequence[tuple[str, str]], text_pair: str | Sequence[str] | None
+) -> list[str | tuple[str, str]]:
+    if isinstance(text, str):
+        if text_pair is not None and not isinstance(text_pair, str):
+            raise ValueError("text_pair must be a string when text is a string")
+        return [text if text_pair is None else (text, text_pair)]
+    texts = list(text)
+    if text_pair is None:
+        return [tuple(item) if isinstance(item, (tuple, list)) else item for item in texts]
+    pairs = list(text_pair) if not isinstance(text_pair, str) else None
+    if pairs is None or len(pairs) != len(texts):
+        raise ValueError(f"text_pair must be a list of {len(texts)} strings, like text")
+    return list(zip(texts, pairs, strict=True))
+
+
+def _pad_in_place(result: Encoding, pad_token_id: int) -> None:
+    longest = max(len(ids) for ids in result["input_ids"])
+    fill = {
+        "input_ids": pad_token_id,
+        "token_type_ids": 0,
+        "attention_mask": 0,
+        OFFSETS_KEY: (0, 0),
+    }
+    for key, rows in result.items():
+        for row in rows:
+            row.extend([fill[key]] * (longest - len(row)))
+
+
+def _read_directory(directory: Path) -> tuple[dict[str, int], dict]:
+    """Vocabulary and switches of a bertlab or `transformers` tokenizer directory."""
+    settings: dict = {}
+    tokenizer_json = directory / TOKENIZER_FILE
+    vocab_txt = directory / VOCAB_FILE
+    if not vocab_txt.is_file() and not tokenizer_json.is_file():
+        raise FileNotFoundError(f"no {VOCAB_FILE} or {TOKENIZER_FILE} in {directory}")
+    vocab = None
+    if tokenizer_json.is_file():
+        with open(tokenizer_json, encoding="utf-8") as file:
+            saved = json.load(file)
+        settings.update(_settings_from_normalizer(saved.get("normalizer") or {}))
+        vocab = saved.get("model", {}).get("vocab")
+    if vocab_txt.is_file():
+        vocab = read_vocab_file(vocab_txt)  # the reference reads vocab.txt; it wins
+    if not isinstance(vocab, dict) or not vocab:
+        raise ValueError(f"{tokenizer_json} holds no WordPiece vocabulary")
+    config_path = directory / CONFIG_FILE
+    if config_path.is_file():
+        with open(config_path, encoding="utf-8") as file:
+            config = json.load(file)
+        names = {
+            "do_lower_case": "lowercase",
+            "strip_accents": "strip_accents",
+            "tokenize_chinese_chars": "handle_chinese_chars",
+            "model_max_length": "model_max_length",
+        }
+        settings.update(
+            {ours: config[theirs] for theirs, ours in names.items() if theirs in config}
+        )
+    if settings.get("model_max_length", 0) > sys.maxsize:
+        settings.pop("model_max_length")  # transformers writes 1e30 for "no limit"
+    return vocab, settings
+
+
+def _settings_from_normalizer(normalizer: dict) -> dict:
+    """Switches of a `transformers`-written `BertNormalizer` (ours re-reads tokenizer_config)."""
+    if normalizer.get("type") != "BertNormalizer":
+        return {}
+    return {
+        "lowercase": normalizer.get("lowercase", True),
+        "strip_accents": normalizer.get("strip_accents"),
+        "handle_chinese_chars": normalizer.get("handle_chinese_chars", True),
+    }

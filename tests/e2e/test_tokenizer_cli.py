@@ -1,0 +1,138 @@
+"""`bertlab tokenizer train|encode` end to end, including the bad inputs users will try."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from bertlab.cli import main
+from bertlab.tokenization import Tokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+EXIT_USER_ERROR = 1
+MAX_UNK_RATE = 0.001  # issue 3: [UNK] rate on held-out lines below 0.1%
+LINES = [
+    "BERT reads text as word pieces.",
+    "Unaffable tokenizers are still useful, aren't they?",
+    "北京是中国的首都。",
+] * 30
+
+
+def write_corpus(path: Path, lines: list[str]) -> Path:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as file:
+        file.write("\n".join(lines) + "\n")
+    return path
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["tokenizer", *map(str, argv)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_train_then_encode(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt.gz", LINES)
+    out = tmp_path / "tok"
+    code, stdout, _ = run_cli(
+        capsys, "train", corpus, "--vocab-size", 200, "--out", out, "--no-progress"
+    )
+    assert code == 0
+    assert "vocabulary size:" in stdout and "[UNK] rate" in stdout and "pieces per word" in stdout
+    assert {path.name for path in out.iterdir()} == {
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
+    code, stdout, _ = run_cli(capsys, "encode", "--tokenizer", out, "BERT reads.", "北京")
+    assert code == 0
+    assert "[CLS]" in stdout and "北" in stdout
+    assert "token_type_ids: [0, 0, 0, 0, 0, 1, 1, 1]" in stdout
+
+
+def test_cased_training_keeps_case(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt", LINES)
+    out = tmp_path / "tok"
+    code, _, _ = run_cli(
+        capsys, "train", corpus, "--vocab-size", 200, "--cased", "--out", out, "--no-progress"
+    )
+    assert code == 0
+    tokenizer = Tokenizer.from_pretrained(out)
+    assert tokenizer.options.lowercase is False
+    assert tokenizer.tokenize("BERT")[0] != tokenizer.tokenize("bert")[0]
+
+
+def test_non_utf8_lines_are_skipped_and_counted(tmp_path, capsys):
+    corpus = tmp_path / "mixed.txt"
+    corpus.write_bytes("\n".join(LINES).encode("utf-8") + b"\n\xff\xfe\xfd latin-1 junk\n")
+    code, stdout, _ = run_cli(
+        capsys, "train", corpus, "--vocab-size", 200, "--out", tmp_path / "t", "--no-progress"
+    )
+    assert code == 0
+    assert "skipped 1 lines that are not valid UTF-8" in stdout
+
+
+def assert_one_line_error(code: int, stderr: str, fragment: str) -> None:
+    assert code == EXIT_USER_ERROR
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bertlab: error:"), stderr
+    assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (None, "vocabulary file not found"),
+        ("", "is empty"),
+        ("[PAD]\n[UNK]\nhello\n", "lacks the special tokens [CLS], [SEP], [MASK]"),
+    ],
+)
+def test_encode_with_a_bad_vocabulary_fails_with_one_line(tmp_path, capsys, content, fragment):
+    vocab = tmp_path / "vocab.txt"
+    if content is not None:
+        vocab.write_text(content, encoding="utf-8")
+    code, _, stderr = run_cli(capsys, "encode", "--tokenizer", vocab, "hello")
+    assert_one_line_error(code, stderr, fragment)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"\xff\xfe\n"])
+def test_empty_corpus_fails_and_writes_nothing(tmp_path, capsys, content):
+    corpus = tmp_path / "empty.txt"
+    corpus.write_bytes(content)
+    out = tmp_path / "tok"
+    code, _, stderr = run_cli(
+        capsys, "train", corpus, "--vocab-size", 100, "--out", out, "--no-progress"
+    )
+    assert_one_line_error(code, stderr, "corpus is empty")
+    assert not out.exists()
+
+
+def test_missing_corpus_fails_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "tok"
+    code, _, stderr = run_cli(
+        capsys, "train", tmp_path / "nope.txt", "--vocab-size", 100, "--out", out
+    )
+    assert_one_line_error(code, stderr, "corpus file not found")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_chinese_vocabulary_has_low_unk_rate_and_loads_in_transformers(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    corpus = sorted((SHARED_DATA / "corpus_zh").glob("*.txt"))
+    if not corpus:
+        pytest.skip(f"no Chinese corpus under {SHARED_DATA}")
+    out = tmp_path / "zh"
+    code, stdout, _ = run_cli(
+        capsys, "train", *corpus, "--vocab-size", 21128, "--out", out, "--no-progress"
+    )
+    assert code == 0
+    rate_line = next(line for line in stdout.splitlines() if "[UNK] rate" in line)
+    assert float(rate_line.split(": ")[1].split("%")[0]) / 100 < MAX_UNK_RATE, rate_line
+    ours = Tokenizer.from_pretrained(out)
+    text = "北京是中国的首都, Beijing is the capital."
+    for cls in (transformers.BertTokenizer, transformers.BertTokenizerFast):
+        assert cls.from_pretrained(str(out))(text)["input_ids"] == ours(text)["input_ids"]
