@@ -228,3 +228,40 @@ class BertConfig:
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a JSON object")
         return cls.from_dict(values)
+
+
+# --- pre-training data -------------------------------------------------------------------------
+
+# Training objectives: BERT's masked LM plus next-sentence prediction (paper §3.1), masked LM alone
+# on full-length single segments (RoBERTa §4.2), and left-to-right LM for the causal model option.
+OBJECTIVES = ("mlm+nsp", "mlm", "clm")
+
+
+@dataclass(frozen=True)
+class PretrainDataConfig:
+    """How pre-training examples are built. Defaults are google-research/bert
+    `create_pretraining_data.py`'s flags and the BERT paper's values."""
+
+    max_seq_length: int = 128  # Google's flag default (the paper trains 90% of steps at 128)
+    short_seq_prob: float = 0.1  # Google: probability of a shorter target length
+    mlm_probability: float = 0.15  # BERT paper §3.1: mask 15% of the tokens
+    max_predictions_per_seq: int = 20  # Google's flag default for max_seq_length 128
+    objective: str = "mlm+nsp"  # one of OBJECTIVES
+    do_whole_word_mask: bool = False  # Google's flag of the same name
+    random_next_prob: float = 0.5  # BERT paper §3.1: 50% of the B sentences are random (NotNext)
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; choose one of {OBJECTIVES}")
+        if self.max_seq_length < 5:  # [CLS] A [SEP] B [SEP] with one token each
+            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(
+                f"max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}"
+            )
+        for name in ("short_seq_prob", "random_next_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"PretrainDataConfig.{name} must be in [0, 1], got {value!r}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")

@@ -1,0 +1,729 @@
+"""Pre-training data: documents -> sentence pairs (NSP) or segments -> masked-LM examples.
+
+Follows google-research/bert `create_pretraining_data.py` (cited below as "Google"), with masks
+drawn afresh every time an example is made (dynamic masking, RoBERTa §4.1) instead of once per
+`dupe_factor` copy. Everything here is a pure function over lists, strings and numpy arrays; all
+randomness comes in as an explicit `rng: random.Random`. Nothing imports torch.
+
+A corpus is a sequence of documents; a document is a sequence of sentences; a sentence is a sequence
+of token ids (a list of ints or a numpy array, e.g. a slice of a memory-mapped file). Only `len()`
+and indexing are used, so `documents` may be a lazy view. Documents and sentences must not be empty
+(Google drops empty lines and empty documents while reading).
+"""
+
+# Shapes: L sequence length, P masked positions per sequence.
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertlab.config import OBJECTIVES, PretrainDataConfig
+from bertlab.tokenization import (
+    CLS_TOKEN,
+    CONTINUING_SUBWORD_PREFIX,
+    MASK_TOKEN,
+    NUM_SPECIAL_TOKENS_PAIR,
+    NUM_SPECIAL_TOKENS_SINGLE,
+    PAD_TOKEN,
+    PAIR_SEGMENT_ID,
+    SEP_TOKEN,
+    UNK_TOKEN,
+    is_cjk_ideograph,
+)
+
+MASK_TOKEN_PROB = 0.8  # BERT paper §3.1: of the chosen tokens 80% [MASK], 10% random, 10% unchanged
+RANDOM_TOKEN_PROB = 0.1  # BERT paper §3.1
+KEEP_TOKEN_PROB = 1.0 - MASK_TOKEN_PROB - RANDOM_TOKEN_PROB  # BERT paper §3.1: the last 10%
+RANDOM_NEXT_PROB = 0.5  # BERT paper §3.1 (NSP): "50% of the time B is the actual next sentence"
+IS_NEXT_LABEL = 0  # HF `next_sentence_label`: 0 = B continues A (IsNext)
+NOT_NEXT_LABEL = 1  # 1 = B is a random span (NotNext)
+MIN_SHORT_TARGET_LENGTH = 2  # Google: `target_seq_length = rng.randint(2, max_num_tokens)`
+FIRST_SEGMENT_ID = 0  # token_type_ids of [CLS], A and its [SEP]
+TRUNCATE_FRONT_PROB = 0.5  # Google `truncate_seq_pair`: front or back with equal chance
+
+SPLITTERS_BY_LANG = ("en", "zh")
+
+
+# --- sentence splitting ----------------------------------------------------------------------
+
+# Words that end with a period without ending the sentence. "etc." is left out on purpose: it
+# ends sentences as often as not, and the next word's case decides then.
+ENGLISH_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st mt vs cf al fig figs eq no nos vol pp ed eds gen gov sen rep
+    col lt sgt capt cmdr adm rev hon inc ltd co corp dept univ approx est jan feb mar apr jun jul
+    aug sep sept oct nov dec""".split()
+)
+# A sentence ends at . ! ? (or a run such as "?!" or "..."), then any closing quotes or brackets,
+# then whitespace, then a capital, a digit or an opening quote/bracket.
+_ENGLISH_BOUNDARY = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s+[\"'“‘(\[]?[A-Z0-9])")
+_ENGLISH_WORD_BEFORE = re.compile(r"(\S+)$")
+# Chinese: a sentence ends at 。！？ (or ASCII !?) and keeps its closing quotes and brackets.
+_CHINESE_SENTENCE = re.compile(r"[^。！？!?]*[。！？!?]+[」』”’）)\"']*|[^。！？!?]+$")
+
+
+def _english_sentences(paragraph: str) -> list[str]:
+    sentences, start = [], 0
+    for boundary in _ENGLISH_BOUNDARY.finditer(paragraph):
+        if boundary.group().startswith("."):
+            word = _ENGLISH_WORD_BEFORE.search(paragraph, start, boundary.start())
+            # "Mr." / "e.g." / "U.S." / the initial in "J. Smith": a period that ends no sentence.
+            if word is not None:
+                stem = word.group(1).lstrip("\"'“‘([")
+                if stem.lower() in ENGLISH_ABBREVIATIONS or len(stem) == 1 or "." in stem:
+                    continue
+        sentences.append(paragraph[start : boundary.end()])
+        start = boundary.end()
+    sentences.append(paragraph[start:])
+    return [sentence.strip() for sentence in sentences if sentence.strip()]
+
+
+def _chinese_sentences(paragraph: str) -> list[str]:
+    return [s.strip() for s in _CHINESE_SENTENCE.findall(paragraph) if s.strip()]
+
+
+_SPLITTERS: dict[str, Callable[[str], list[str]]] = {
+    "en": _english_sentences,
+    "zh": _chinese_sentences,
+}
+
+
+def split_sentences(paragraph: str, lang: str) -> list[str]:
+    """Split a paragraph into sentences with simple, documented rules.
+
+    English (`"en"`): a sentence ends at `.`, `!`, `?` or a run of them (`?!`, `...`), with any
+    closing quotes or brackets, when whitespace and then a capital letter, digit or opening quote
+    follows. A period does not end a sentence after an abbreviation in `ENGLISH_ABBREVIATIONS`
+    ("Mr."), a single letter ("J. Smith") or a dotted word ("e.g.", "U.S."); decimals ("3.5") have
+    no space after the period. Known limits: "U.S." at the very end of a sentence does not split,
+    and a sentence starting with a lowercase word is joined to the previous one.
+
+    Chinese (`"zh"`): a sentence ends at 。！？ (or ASCII ! ?); closing quotes 」』”’ and brackets
+    stay with it.
+
+    Example:
+        >>> text = 'Mr. Smith paid $3.5 million, e.g. for land. "Why?" he asked. Done!'
+        >>> split_sentences(text, "en")
+        ['Mr. Smith paid $3.5 million, e.g. for land.', '"Why?" he asked.', 'Done!']
+        >>> split_sentences("他说：「你好。」我们走吧！真的？好", "zh")
+        ['他说：「你好。」', '我们走吧！', '真的？', '好']
+
+    Args:
+        paragraph: one paragraph of raw text.
+        lang: `"en"` or `"zh"`.
+
+    Returns:
+        The sentences, stripped of surrounding whitespace, none empty.
+
+    Raises:
+        ValueError: for an unknown `lang`.
+    """
+    if lang not in _SPLITTERS:
+        raise ValueError(
+            f"no sentence splitter for lang {lang!r}; choose one of {SPLITTERS_BY_LANG}"
+        )
+    return _SPLITTERS[lang](paragraph)
+
+
+# --- whole-word boundaries -------------------------------------------------------------------
+
+
+def english_word_starts(tokens: Sequence[str]) -> list[bool]:
+    """Whether each WordPiece starts a word: pieces prefixed `##` continue the previous one.
+
+    Applied to the vocabulary in id order it gives a lookup table, so that the word starts of any
+    id sequence are `table[input_ids]` (Google's `do_whole_word_mask`).
+
+    Example:
+        >>> english_word_starts(["the", "un", "##aff", "##able", "man"])
+        [True, True, False, False, True]
+    """
+    return [not token.startswith(CONTINUING_SUBWORD_PREFIX) for token in tokens]
+
+
+def _is_cjk_character(token: str) -> bool:
+    return len(token) == 1 and is_cjk_ideograph(token)
+
+
+def chinese_word_starts(
+    tokens: Sequence[str], segment: Callable[[str], Iterable[str]] | None = None
+) -> list[bool]:
+    """Whether each token starts a word, with Chinese words found by a segmenter.
+
+    BERT's tokenizer makes every CJK character a token of its own. Each run of consecutive CJK
+    character tokens is joined and segmented (by default with `jieba.lcut`); the first character of
+    every segmented word starts a word, the others continue it. Other tokens follow the English
+    `##` rule. This is the Chinese whole-word masking of Cui et al. 2019 (Chinese-BERT-wwm), kept
+    as a boolean per token instead of renaming pieces to `##字`, so the ids stay unchanged.
+
+    Example (jieba segments 我/喜欢/自然语言/处理):
+        >>> chinese_word_starts(list("我喜欢自然语言处理") + ["bert", "##s"])
+        [True, True, False, True, False, False, False, True, False, True, False]
+
+    Args:
+        tokens: the WordPiece tokens of one sentence.
+        segment: text -> words, the words joined giving the text back; default `jieba.lcut`.
+
+    Returns:
+        One boolean per token.
+
+    Raises:
+        ValueError: if the segmenter's words do not join to the text it was given.
+    """
+    if segment is None:
+        import jieba  # imported here: loading its dictionary takes a second or more
+
+        segment = jieba.lcut
+    starts = english_word_starts(tokens)
+    index = 0
+    while index < len(tokens):
+        if not _is_cjk_character(tokens[index]):
+            index += 1
+            continue
+        end = index
+        while end < len(tokens) and _is_cjk_character(tokens[end]):
+            end += 1
+        run = "".join(tokens[index:end])
+        words = list(segment(run))
+        if "".join(words) != run:
+            raise ValueError(f"segmenter output {words} does not join to {run!r}")
+        position = index
+        for word in words:
+            starts[position : position + len(word)] = [True] + [False] * (len(word) - 1)
+            position += len(word)
+        index = end
+    return starts
+
+
+# --- instances -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """Ids of the special tokens. They are never masked and never drawn as random replacements."""
+
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    @classmethod
+    def from_vocab(cls, vocab: dict[str, int]) -> SpecialIds:
+        """Look the ids up in a token -> id vocabulary (`Tokenizer.get_vocab()`)."""
+        names = {"pad": PAD_TOKEN, "unk": UNK_TOKEN, "cls": CLS_TOKEN, "sep": SEP_TOKEN}
+        names["mask"] = MASK_TOKEN
+        missing = [token for token in names.values() if token not in vocab]
+        if missing:
+            raise ValueError(f"special tokens missing from the vocabulary: {missing}")
+        return cls(**{field: vocab[token] for field, token in names.items()})
+
+    @property
+    def all(self) -> frozenset[int]:
+        return frozenset((self.pad, self.unk, self.cls, self.sep, self.mask))
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One pre-training sequence before packing and masking (Google's `TrainingInstance`).
+
+    `tokens_b` is empty and `is_random_next` None for the `mlm` and `clm` objectives. The
+    `is_word_start_*` lists run parallel to the tokens when word starts were given.
+    """
+
+    tokens_a: list[int]
+    tokens_b: list[int]
+    is_random_next: bool | None
+    is_word_start_a: list[bool] | None = None
+    is_word_start_b: list[bool] | None = None
+
+
+def _as_list(values: Sequence) -> list:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+def _truncation_counts(
+    length_a: int, length_b: int, max_num_tokens: int, rng: random.Random
+) -> tuple[int, int, int, int]:
+    # Google's `truncate_seq_pair` loop, counting instead of deleting: one rng draw per removed
+    # token, taken from the longer side, from the front or the back with equal chance.
+    counts = [0, 0, 0, 0]  # front of A, back of A, front of B, back of B
+    while length_a + length_b > max_num_tokens:
+        side = 0 if length_a > length_b else 2
+        counts[side + (0 if rng.random() < TRUNCATE_FRONT_PROB else 1)] += 1
+        if side == 0:
+            length_a -= 1
+        else:
+            length_b -= 1
+    return counts[0], counts[1], counts[2], counts[3]
+
+
+def _cut(values: list, front: int, back: int) -> list:
+    return values[front : len(values) - back]
+
+
+def truncate_seq_pair(
+    tokens_a: Sequence[int], tokens_b: Sequence[int], max_num_tokens: int, rng: random.Random
+) -> tuple[list[int], list[int]]:
+    """Shorten the longer of A and B one token at a time, from the front or back at random.
+
+    Google's `truncate_seq_pair`: removing from both ends avoids a bias towards sentence starts.
+
+    Example:
+        >>> truncate_seq_pair([1, 2, 3, 4, 5], [6, 7], 5, random.Random(0))
+        ([1, 2, 3], [6, 7])
+
+    Returns:
+        New lists (A, B) with `len(A) + len(B) <= max_num_tokens`.
+    """
+    front_a, back_a, front_b, back_b = _truncation_counts(
+        len(tokens_a), len(tokens_b), max_num_tokens, rng
+    )
+    return _cut(list(tokens_a), front_a, back_a), _cut(list(tokens_b), front_b, back_b)
+
+
+def _gather(sentences: Sequence[Sequence], spans: Sequence[tuple[int, int, int]]) -> list:
+    gathered: list = []
+    for sentence_index, start, end in spans:
+        gathered.extend(_as_list(sentences[sentence_index][start:end]))
+    return gathered
+
+
+def _whole(document: Sequence[Sequence], indices: Iterable[int]) -> list[tuple[int, int, int]]:
+    return [(index, 0, len(document[index])) for index in indices]
+
+
+def _check_sentence(document: Sequence[Sequence], doc_index: int, index: int) -> int:
+    length = len(document[index])
+    if length == 0:
+        raise ValueError(f"document {doc_index} has an empty sentence at index {index}")
+    return length
+
+
+def _random_other_document(num_documents: int, doc_index: int, rng: random.Random) -> int:
+    # Google retries 10 times and may still return the same document; drawing from the others
+    # directly guarantees NotNext B comes from a different document.
+    other = rng.randrange(num_documents - 1)
+    return other + 1 if other >= doc_index else other
+
+
+def _random_b(
+    documents: Sequence[Sequence[Sequence[int]]],
+    doc_index: int,
+    target_b_length: int,
+    rng: random.Random,
+) -> tuple[int, list[tuple[int, int, int]]]:
+    """Google: sentences of another document from a random one on, until the length is reached."""
+    other_index = _random_other_document(len(documents), doc_index, rng)
+    other = documents[other_index]
+    if len(other) == 0:
+        raise ValueError(f"document {other_index} is empty")
+    indices, length = [], 0
+    for index in range(rng.randint(0, len(other) - 1), len(other)):
+        indices.append(index)
+        length += _check_sentence(other, other_index, index)
+        if length >= target_b_length:
+            break
+    return other_index, _whole(other, indices)
+
+
+def _split_chunk(
+    document: Sequence[Sequence], chunk: list[int], is_random_next: bool, rng: random.Random
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]], int]:
+    """A = the first `a_end` sentences of the chunk (a random boundary), B = the rest."""
+    if len(chunk) >= 2:
+        a_end = rng.randint(1, len(chunk) - 1)
+        return _whole(document, chunk[:a_end]), _whole(document, chunk[a_end:]), a_end
+    length = len(document[chunk[0]])
+    if is_random_next or length < 2:
+        return _whole(document, chunk), [], 1
+    # Deviation from Google (see `create_instances_from_document`): the document's lone last
+    # sentence is split at a random token when B is to be its continuation.
+    cut = rng.randint(1, length - 1)
+    return [(chunk[0], 0, cut)], [(chunk[0], cut, length)], 1
+
+
+def _nsp_instances(
+    documents: Sequence[Sequence[Sequence[int]]],
+    doc_index: int,
+    target_seq_length: int,
+    max_num_tokens: int,
+    random_next_prob: float,
+    rng: random.Random,
+) -> list[tuple[list, tuple[int, list], bool, tuple[int, int, int, int]]]:
+    """Google's loop; returns (A spans, (doc, B spans), is_random_next, truncation counts)."""
+    document = documents[doc_index]
+    plans = []
+    chunk: list[int] = []  # sentence indices
+    current_length = 0
+    i = 0
+    while i < len(document):
+        chunk.append(i)
+        current_length += _check_sentence(document, doc_index, i)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            is_random_next = rng.random() < random_next_prob
+            if len(chunk) == 1 and not is_random_next and i + 1 < len(document):
+                i += 1  # Deviation from Google: the next sentence becomes B
+                chunk.append(i)
+                _check_sentence(document, doc_index, i)
+            spans_a, spans_b, a_end = _split_chunk(document, chunk, is_random_next, rng)
+            length_a = sum(end - start for _, start, end in spans_a)
+            if is_random_next or not spans_b:
+                is_random_next = True
+                source_b = _random_b(documents, doc_index, target_seq_length - length_a, rng)
+                i -= len(chunk) - a_end  # put the unused sentences back for the next chunk
+            else:
+                source_b = (doc_index, spans_b)
+            length_b = sum(end - start for _, start, end in source_b[1])
+            counts = _truncation_counts(length_a, length_b, max_num_tokens, rng)
+            plans.append((spans_a, source_b, is_random_next, counts))
+            chunk, current_length = [], 0
+        i += 1
+    return plans
+
+
+def _segment_spans(
+    document: Sequence[Sequence], doc_index: int, target_seq_length: int
+) -> list[list[tuple[int, int, int]]]:
+    """Contiguous segments of whole sentences up to the target; longer sentences are cut."""
+    segments, current, current_length = [], [], 0
+    for index in range(len(document)):
+        length = _check_sentence(document, doc_index, index)
+        for start in range(0, length, target_seq_length):
+            piece = (index, start, min(start + target_seq_length, length))
+            piece_length = piece[2] - piece[1]
+            if current and current_length + piece_length > target_seq_length:
+                segments.append(current)
+                current, current_length = [], 0
+            current.append(piece)
+            current_length += piece_length
+    if current:
+        segments.append(current)
+    return segments
+
+
+def create_instances_from_document(
+    documents: Sequence[Sequence[Sequence[int]]],
+    doc_index: int,
+    max_seq_length: int,
+    short_seq_prob: float,
+    rng: random.Random,
+    objective: str = "mlm+nsp",
+    random_next_prob: float = RANDOM_NEXT_PROB,
+    word_starts: Sequence[Sequence[Sequence[bool]]] | None = None,
+) -> list[Instance]:
+    """Build the pre-training instances of one document (Google's function of the same name).
+
+    The target length is `max_seq_length - 3` (room for [CLS] A [SEP] B [SEP]); with probability
+    `short_seq_prob` it is drawn from [2, target] instead, once per document, to lessen the
+    mismatch with short fine-tuning inputs.
+
+    - `mlm+nsp`: sentences are gathered until the target is reached (or the document ends) and
+      split at a random sentence boundary into A and B. With probability `random_next_prob`, B is
+      instead a span of a *different* random document starting at a random sentence, and the
+      sentences of the chunk not used for A are put back for the next instance. The longer of A
+      and B is then truncated from the front or back at random.
+
+      One deviation from Google: Google makes every one-sentence chunk NotNext, which leaves only
+      about 45% IsNext on typical documents (one-sentence chunks pile up at document ends, where
+      NotNext puts sentences back). Here the label is drawn first and honored: an IsNext
+      one-sentence chunk takes the following sentence as B, or, for the document's last sentence,
+      is split at a random token. Only a one-token last sentence is forced to NotNext.
+    - `mlm` and `clm`: contiguous segments of whole sentences of at most `max_seq_length - 2`
+      tokens (or the short target); a sentence longer than that is cut into pieces. Every token of
+      the document appears exactly once; no B, no NSP label. For `clm` the model derives the
+      next-token labels from the segment.
+
+    Example (target length 7 - 3 = 4; with seed 7 every B is random: [3, 4] is put back after
+    the first instance and starts the second, and B = [6, 7, 8] loses its front token to fit 4):
+        >>> docs = [[[1, 2], [3, 4], [5]], [[6, 7, 8]], [[9, 10]]]
+        >>> def show(instances):
+        ...     return [(i.tokens_a, i.tokens_b, i.is_random_next) for i in instances]
+        >>> show(create_instances_from_document(docs, 0, 7, 0.0, random.Random(5)))
+        [([1, 2], [3, 4], False), ([5], [6, 7, 8], True)]
+        >>> show(create_instances_from_document(docs, 0, 7, 0.0, random.Random(7)))
+        [([1, 2], [7, 8], True), ([3, 4], [7, 8], True), ([5], [6, 7, 8], True)]
+        >>> show(create_instances_from_document(docs, 0, 7, 0.0, random.Random(0), "mlm"))
+        [([1, 2, 3, 4, 5], [], None)]
+
+    Args:
+        documents: all documents; `documents[d][s]` is sentence s of document d, token ids.
+        doc_index: the document to build instances from.
+        max_seq_length: L, including the special tokens.
+        short_seq_prob: probability of a shorter target length (Google: 0.1).
+        rng: the only source of randomness.
+        objective: one of `OBJECTIVES`.
+        random_next_prob: probability that B is a random span (NotNext).
+        word_starts: optional, parallel to `documents`: whether each token starts a word; carried
+            into the instances for whole-word masking.
+
+    Returns:
+        The instances, in document order.
+
+    Raises:
+        ValueError: for an unknown objective, a too short `max_seq_length`, fewer than two
+            documents with NSP, or an empty sentence.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVES}")
+    use_nsp = objective == "mlm+nsp"
+    num_special = NUM_SPECIAL_TOKENS_PAIR if use_nsp else NUM_SPECIAL_TOKENS_SINGLE
+    max_num_tokens = max_seq_length - num_special
+    if max_num_tokens < MIN_SHORT_TARGET_LENGTH:
+        raise ValueError(f"max_seq_length {max_seq_length} leaves fewer than 2 tokens of text")
+    if use_nsp and len(documents) < 2:
+        raise ValueError(
+            f"next-sentence prediction needs at least 2 documents, got {len(documents)}"
+        )
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(MIN_SHORT_TARGET_LENGTH, max_num_tokens)
+
+    def materialize(source_index: int, spans: list, front: int, back: int) -> tuple[list, list]:
+        tokens = _cut(_gather(documents[source_index], spans), front, back)
+        if word_starts is None:
+            return tokens, None
+        return tokens, _cut(_gather(word_starts[source_index], spans), front, back)
+
+    instances = []
+    if use_nsp:
+        plans = _nsp_instances(
+            documents, doc_index, target_seq_length, max_num_tokens, random_next_prob, rng
+        )
+        for spans_a, (source_b, spans_b), is_random_next, counts in plans:
+            tokens_a, starts_a = materialize(doc_index, spans_a, counts[0], counts[1])
+            tokens_b, starts_b = materialize(source_b, spans_b, counts[2], counts[3])
+            instances.append(Instance(tokens_a, tokens_b, is_random_next, starts_a, starts_b))
+    else:
+        for spans in _segment_spans(documents[doc_index], doc_index, target_seq_length):
+            tokens, starts = materialize(doc_index, spans, 0, 0)
+            instances.append(Instance(tokens, [], None, starts, [] if starts is not None else None))
+    return instances
+
+
+# --- masking ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaskedTokens:
+    """The result of `mask_tokens`.
+
+    input_ids: (L,) int64, with the chosen positions replaced.
+    masked_positions: (P,) int64, ascending.
+    masked_labels: (P,) int64, the original ids there.
+    """
+
+    input_ids: np.ndarray
+    masked_positions: np.ndarray
+    masked_labels: np.ndarray
+
+
+def _candidate_words(
+    input_ids: Sequence[int], special_ids: frozenset[int], is_word_start: Sequence[bool] | None
+) -> list[list[int]]:
+    # A word is a start piece plus the continuations after it; it never spans a special token,
+    # so a continuation right after [CLS] or [SEP] begins a word of its own.
+    words: list[list[int]] = []
+    previous_special = True
+    for index, token in enumerate(input_ids):
+        if token in special_ids:
+            previous_special = True
+            continue
+        if is_word_start is None or is_word_start[index] or previous_special:
+            words.append([index])
+        else:
+            words[-1].append(index)
+        previous_special = False
+    return words
+
+
+def _random_token(vocab_size: int, special_ids: frozenset[int], rng: random.Random) -> int:
+    while True:  # rejection sampling: uniform over the non-special ids
+        token = rng.randrange(vocab_size)
+        if token not in special_ids:
+            return token
+
+
+def mask_tokens(
+    input_ids: Sequence[int] | np.ndarray,
+    special: SpecialIds,
+    vocab_size: int,
+    mlm_probability: float,
+    max_predictions_per_seq: int,
+    rng: random.Random,
+    is_word_start: Sequence[bool] | np.ndarray | None = None,
+) -> MaskedTokens:
+    """Choose masked-LM positions and replace them 80% [MASK] / 10% random / 10% unchanged.
+
+    Google's `create_masked_lm_predictions`: `min(max_predictions_per_seq, max(1,
+    round(L * mlm_probability)))` predictions, L counting the special tokens; candidate words are
+    shuffled and taken in turn while they fit the budget (a word that would exceed it is skipped,
+    never taken in part). Special tokens are never chosen, and random replacements are drawn
+    uniformly from the non-special ids. With `is_word_start` a word is a start piece and the
+    continuation pieces after it: all its pieces are chosen together and share ONE 80/10/10
+    decision, as the issue specifies (Google's code draws that decision per piece).
+
+    Example (ids 0-4 special, [MASK] = 4; 3 predictions: round(12 * 0.25)):
+        >>> special = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+        >>> out = mask_tokens([2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 3], special, 100, 0.25,
+        ...                   20, random.Random(1))
+        >>> out.input_ids.tolist(), out.masked_positions.tolist(), out.masked_labels.tolist()
+        ([2, 10, 11, 12, 13, 14, 15, 4, 17, 4, 4, 3], [7, 9, 10], [16, 18, 19])
+
+    Args:
+        input_ids: (L,) int token ids, with their special tokens.
+        special: the special ids; `special.mask` replaces 80% of the chosen tokens.
+        vocab_size: V; random replacements are drawn from [0, V) minus the special ids.
+        mlm_probability: fraction of tokens to predict (BERT: 0.15).
+        max_predictions_per_seq: cap on P.
+        rng: the only source of randomness; a fresh one per epoch gives dynamic masking.
+        is_word_start: optional (L,) bool for whole-word masking.
+
+    Returns:
+        MaskedTokens with P <= max_predictions_per_seq.
+
+    Raises:
+        ValueError: if `is_word_start` does not match `input_ids` in length.
+    """
+    ids = _as_list(input_ids)
+    if is_word_start is not None:
+        is_word_start = _as_list(is_word_start)
+        if len(is_word_start) != len(ids):
+            raise ValueError(f"is_word_start has length {len(is_word_start)}, input_ids {len(ids)}")
+    special_ids = special.all
+    words = _candidate_words(ids, special_ids, is_word_start)
+    rng.shuffle(words)
+    num_to_predict = min(max_predictions_per_seq, max(1, round(len(ids) * mlm_probability)))
+    output = list(ids)
+    positions: list[int] = []
+    for word in words:
+        if len(positions) >= num_to_predict:
+            break
+        if len(positions) + len(word) > num_to_predict:
+            continue
+        # Google's two draws: [MASK] with 80%, else keep or random with equal chance.
+        if rng.random() < MASK_TOKEN_PROB:
+            replacements = [special.mask] * len(word)
+        elif rng.random() < KEEP_TOKEN_PROB / (1.0 - MASK_TOKEN_PROB):
+            replacements = [ids[index] for index in word]
+        else:
+            replacements = [_random_token(vocab_size, special_ids, rng) for _ in word]
+        for index, replacement in zip(word, replacements, strict=True):
+            output[index] = replacement
+        positions.extend(word)
+    positions.sort()
+    return MaskedTokens(
+        input_ids=np.asarray(output, dtype=np.int64),
+        masked_positions=np.asarray(positions, dtype=np.int64),
+        masked_labels=np.asarray([ids[index] for index in positions], dtype=np.int64),
+    )
+
+
+# --- examples --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PretrainingExample:
+    """One model input, ready for `collate_pretraining`.
+
+    input_ids, token_type_ids: (L,) int64.
+    masked_positions, masked_labels: (P,) int64; None for `clm`.
+    next_sentence_label: `IS_NEXT_LABEL` or `NOT_NEXT_LABEL`; None without NSP.
+    """
+
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    masked_positions: np.ndarray | None
+    masked_labels: np.ndarray | None
+    next_sentence_label: int | None
+
+
+def pack_instance(instance: Instance, special: SpecialIds) -> tuple[np.ndarray, np.ndarray]:
+    """[CLS] A [SEP] (B [SEP]) and its segment ids (BERT paper §3, Figure 2).
+
+    Example:
+        >>> ids, types = pack_instance(Instance([7, 8], [9], False), SpecialIds(0, 1, 2, 3, 4))
+        >>> ids.tolist(), types.tolist()
+        ([2, 7, 8, 3, 9, 3], [0, 0, 0, 0, 1, 1])
+
+    Returns:
+        input_ids (L,) int64 and token_type_ids (L,) int64.
+    """
+    ids = [special.cls, *instance.tokens_a, special.sep]
+    types = [FIRST_SEGMENT_ID] * len(ids)
+    if instance.tokens_b:
+        ids += [*instance.tokens_b, special.sep]
+        types += [PAIR_SEGMENT_ID] * (len(instance.tokens_b) + 1)
+    return np.asarray(ids, dtype=np.int64), np.asarray(types, dtype=np.int64)
+
+
+def _packed_word_starts(instance: Instance) -> list[bool]:
+    if instance.is_word_start_a is None:
+        raise ValueError("whole-word masking needs instances built with word_starts")
+    starts = [True, *instance.is_word_start_a, True]
+    if instance.tokens_b:
+        starts += [*instance.is_word_start_b, True]
+    return starts
+
+
+def make_example(
+    instance: Instance,
+    config: PretrainDataConfig,
+    special: SpecialIds,
+    vocab_size: int,
+    rng: random.Random,
+) -> PretrainingExample:
+    """Pack an instance and, unless the objective is `clm`, mask it afresh.
+
+    Calling this every epoch with a new rng (see `example_rng`) gives dynamic masking.
+
+    Example:
+        >>> config = PretrainDataConfig(objective="mlm", mlm_probability=0.2)
+        >>> example = make_example(
+        ...     Instance([7, 8, 9], [], None), config, SpecialIds(0, 1, 2, 3, 4), 50,
+        ...     example_rng(0, 0, 0),
+        ... )
+        >>> example.input_ids.shape, example.masked_positions.shape, example.next_sentence_label
+        ((5,), (1,), None)
+    """
+    input_ids, token_type_ids = pack_instance(instance, special)
+    next_sentence_label = None
+    if instance.is_random_next is not None:
+        next_sentence_label = NOT_NEXT_LABEL if instance.is_random_next else IS_NEXT_LABEL
+    if config.objective == "clm":
+        return PretrainingExample(input_ids, token_type_ids, None, None, next_sentence_label)
+    is_word_start = _packed_word_starts(instance) if config.do_whole_word_mask else None
+    masked = mask_tokens(
+        input_ids,
+        special,
+        vocab_size,
+        config.mlm_probability,
+        config.max_predictions_per_seq,
+        rng,
+        is_word_start,
+    )
+    return PretrainingExample(
+        masked.input_ids,
+        token_type_ids,
+        masked.masked_positions,
+        masked.masked_labels,
+        next_sentence_label,
+    )
+
+
+def example_rng(seed: int, epoch: int, index: int) -> random.Random:
+    """A generator for one example in one epoch: the same triple, the same masks.
+
+    Independent of the order examples are visited in, so a resumed run masks as the uninterrupted
+    one did; a new epoch gives new masks. Seeding with a string hashes it with SHA-512
+    (`random.seed` version 2), which does not depend on `PYTHONHASHSEED`.
+
+    Example:
+        >>> example_rng(0, 1, 2).random() == example_rng(0, 1, 2).random()
+        True
+    """
+    return random.Random(f"bertlab-pretraining:{seed}:{epoch}:{index}")
