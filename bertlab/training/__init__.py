@@ -1,0 +1,1 @@
+"""Training: the optimizer, learning-rate schedules and (later) the training loop."""

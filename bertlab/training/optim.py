@@ -1,0 +1,327 @@
+"""Parameter groups, AdamW with BERT's settings, and learning-rate schedules.
+
+Shared by pre-training and fine-tuning. The reference is Google's BERT `optimization.py`
+(`create_optimizer`, `AdamWeightDecayOptimizer`) and the BERT paper, Appendix A.2: "Adam with
+learning rate of 1e-4, β1 = 0.9, β2 = 0.999, L2 weight decay of 0.01, learning rate warmup over the
+first 10,000 steps, and linear decay of the learning rate".
+
+Two schedules:
+
+- `linear_warmup_decay` counts optimizer steps. It is a `LambdaLR`, so its position is checkpointed
+  with `state_dict()`. Call `scheduler.step()` after each `optimizer.step()`, as torch expects.
+- `BudgetSchedule` follows a time budget (`--max-time`): the multiplier is a function of the
+  fraction of the budget used, which the loop passes in. Call `schedule.step(progress)` before each
+  `optimizer.step()`.
+
+Resuming: build the optimizer and the schedule exactly as at the start of the run, then load the
+optimizer's state dict, then the schedule's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+# Google's BERT optimization.py (AdamWeightDecayOptimizer as built by create_optimizer) and the
+# BERT paper, Appendix A.2. The paper gives no ε; 1e-6 is the code's (torch's default is 1e-8).
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPSILON = 1e-6
+WEIGHT_DECAY = 0.01
+
+# Google's optimization.py: exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"], matched
+# as substrings of the variable name. We match "bias" only as the last name component (so that a
+# name like `attention_bias.weight` would still decay) and also go by module type (below).
+NO_DECAY_NAME_MARKERS = ("LayerNorm", "layer_norm")
+BIAS_NAME = "bias"
+NO_DECAY_MODULE_TYPES: tuple[type[nn.Module], ...] = (nn.LayerNorm,)
+
+# Device types on which `torch.optim.AdamW(fused=True)` has kernels (CPU since torch 2.4).
+FUSED_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _excluded_by_name(name: str) -> bool:
+    """Google's exclusion rule on one parameter name, e.g. `cls.predictions.bias` -> True."""
+    if name.rsplit(".", 1)[-1] == BIAS_NAME:
+        return True
+    return any(marker in name for marker in NO_DECAY_NAME_MARKERS)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Split trainable parameters into a weight-decay group and a no-decay group.
+
+    No weight decay on biases and LayerNorm weights (Google's BERT). A parameter is excluded when
+    it belongs to an `nn.LayerNorm`, or when any name it is reachable by is a bias or contains
+    "LayerNorm"/"layer_norm". Every other parameter decays: weight matrices and embeddings.
+
+    Tied parameters (the MLM decoder weight is the word-embedding matrix; the decoder bias is
+    `cls.predictions.bias`) appear once, in the order of `model.parameters()`, so the optimizer's
+    state dict is the same for every run of the same model. Frozen parameters
+    (`requires_grad=False`) are left out. Empty groups are left out.
+
+    Args:
+        model: the module to optimize (the unwrapped model; DDP and `torch.compile` share its
+            parameters, so the groups also serve the wrapped model).
+        weight_decay: the decoupled weight-decay rate of the decay group.
+
+    Returns:
+        Param-group dicts for `torch.optim`: `{"params": [...], "weight_decay": weight_decay}`,
+        then `{"params": [...], "weight_decay": 0.0}`.
+
+    Raises:
+        ValueError: if `weight_decay` is negative or the model has no trainable parameter.
+    """
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay must be non-negative, got {weight_decay}")
+    excluded: set[int] = set()
+    for module in model.modules():
+        if isinstance(module, NO_DECAY_MODULE_TYPES):
+            excluded.update(id(param) for param in module.parameters(recurse=False))
+    # Every alias of a tied parameter is checked, so the decision cannot depend on which name
+    # `named_parameters()` happens to report first.
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if _excluded_by_name(name):
+            excluded.add(id(param))
+
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    for param in model.parameters():  # deduplicated: each tied parameter once
+        if param.requires_grad:
+            (no_decay if id(param) in excluded else decay).append(param)
+    if not decay and not no_decay:
+        raise ValueError("the model has no trainable parameters")
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return [group for group in groups if group["params"]]
+
+
+def _supports_fused(params: list[torch.Tensor]) -> bool:
+    """Whether the fused AdamW kernel handles all of these parameters."""
+    return all(
+        param.device.type in FUSED_DEVICE_TYPES and param.dtype.is_floating_point
+        for param in params
+    )
+
+
+def build_optimizer(
+    model: nn.Module,
+    learning_rate: float,
+    weight_decay: float = WEIGHT_DECAY,
+    betas: tuple[float, float] = ADAM_BETAS,
+    eps: float = ADAM_EPSILON,
+    fused: bool | None = None,
+) -> torch.optim.AdamW:
+    """AdamW over `parameter_groups(model, weight_decay)`, with Google's BERT defaults.
+
+    `torch.optim.AdamW` applies weight decay as Google's optimizer does, decoupled and scaled by the
+    learning rate (`param -= lr * (adam_update + weight_decay * param)`). One difference: Google's
+    `AdamWeightDecayOptimizer` skips Adam's bias correction, torch's applies it; after warmup the
+    two updates are practically the same.
+
+    Args:
+        model: the unwrapped model.
+        learning_rate: the peak learning rate; schedules scale it.
+        weight_decay: decoupled weight decay of weight matrices and embeddings.
+        betas: Adam's (β1, β2).
+        eps: Adam's ε.
+        fused: use the fused kernel. None: when every parameter is a floating-point tensor on
+            CPU or CUDA; otherwise the multi-tensor (`foreach`) implementation.
+
+    Returns:
+        The optimizer.
+
+    Raises:
+        ValueError: for a non-positive learning rate or from `parameter_groups`.
+    """
+    if learning_rate <= 0:
+        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+    groups = parameter_groups(model, weight_decay)
+    if fused is None:
+        fused = _supports_fused([param for group in groups for param in group["params"]])
+    return torch.optim.AdamW(
+        groups,
+        lr=learning_rate,
+        betas=betas,
+        eps=eps,
+        weight_decay=weight_decay,
+        fused=fused,
+        foreach=not fused,  # torch allows at most one of the two
+    )
+
+
+def linear_warmup_decay(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
+) -> LambdaLR:
+    """BERT's schedule: linear warmup from 0 to the peak, then linear decay to 0.
+
+    The multiplier of optimizer step `s` (0-based) is `s / warmup_steps` while `s < warmup_steps`,
+    then `(total_steps - s) / (total_steps - warmup_steps)`, and 0 from `total_steps` on. Step 0
+    therefore has learning rate 0, as in Google's code and `transformers`'
+    `get_linear_schedule_with_warmup` (whose formula this is). Google's code decays over all
+    `total_steps` (`1 - s / total_steps`), so its rate drops slightly at the end of warmup; this
+    one is continuous and reaches the peak exactly there.
+
+    Call `scheduler.step()` after each `optimizer.step()`.
+
+    Args:
+        optimizer: the optimizer; each group's current `lr` is its peak.
+        warmup_steps: optimizer steps of warmup (BERT: 10,000 of 1,000,000).
+        total_steps: optimizer steps of the whole run.
+
+    Returns:
+        A `LambdaLR`; its `state_dict()` holds the step count.
+
+    Raises:
+        ValueError: unless `0 <= warmup_steps <= total_steps` and `total_steps > 0`.
+    """
+    if total_steps <= 0 or not 0 <= warmup_steps <= total_steps:
+        raise ValueError(
+            f"need 0 <= warmup_steps <= total_steps and total_steps > 0, "
+            f"got warmup_steps={warmup_steps}, total_steps={total_steps}"
+        )
+    decay_steps = max(1, total_steps - warmup_steps)
+
+    def multiplier(step: int) -> float:
+        if step < warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (total_steps - step) / decay_steps)
+
+    return LambdaLR(optimizer, multiplier)
+
+
+def _linear_budget(progress: float, warmup_fraction: float) -> float:
+    """Linear warmup, then linear decay to 0 at the end of the budget.
+
+    The time-based schedule of Izsak et al. 2021, "How to Train BERT with an Academic Budget".
+    """
+    if progress < warmup_fraction:
+        return progress / warmup_fraction
+    return (1.0 - progress) / (1.0 - warmup_fraction)
+
+
+def _one_cycle_budget(progress: float, warmup_fraction: float) -> float:
+    """Cosine rise to the peak, then cosine fall to 0: the 1cycle policy (Smith & Topin 2018)
+    with the cosine annealing of `torch.optim.lr_scheduler.OneCycleLR`, starting and ending at 0.
+    """
+    if progress < warmup_fraction:
+        return (1.0 - math.cos(math.pi * progress / warmup_fraction)) / 2.0
+    return (1.0 + math.cos(math.pi * (progress - warmup_fraction) / (1.0 - warmup_fraction))) / 2.0
+
+
+BUDGET_DECAYS: dict[str, Callable[[float, float], float]] = {
+    "linear": _linear_budget,
+    "one-cycle": _one_cycle_budget,
+}
+
+
+class BudgetSchedule:
+    """Learning rate as a function of the fraction of a time budget used (`--max-time`).
+
+    The multiplier rises from 0 to 1 over the first `warmup_fraction` of the budget and falls to 0
+    at its end, along `decay` ("linear" or "one-cycle"). It depends on `progress` alone, never on
+    the step count or the clock, so a run is deterministic given the elapsed times fed in.
+
+    The loop owns the clock. It passes `progress = elapsed_training_seconds / budget_seconds`
+    before each `optimizer.step()`, where `elapsed_training_seconds` is accumulated across
+    resumes: it is saved in the checkpoint and restored with it (wall-clock time since the
+    current process started would restart the schedule on every resume). Progress past 1 counts
+    as 1 (learning rate 0); the loop should stop there.
+
+        schedule = BudgetSchedule(optimizer, warmup_fraction=0.06)
+        for batch in batches:
+            schedule.step(elapsed / budget)
+            ...  # forward, backward, optimizer.step()
+            elapsed += seconds_spent_on_this_step
+
+    `state_dict()` holds the last progress and the peak learning rates (also kept in each param
+    group's `"initial_lr"`, as torch's schedulers do, so they survive `optimizer.load_state_dict`).
+    """
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, warmup_fraction: float, decay: str = "linear"
+    ) -> None:
+        """Set every group's learning rate for progress 0.
+
+        Args:
+            optimizer: the optimizer; each group's `lr` (or `initial_lr` if set) is its peak.
+            warmup_fraction: fraction of the budget spent warming up, in [0, 1).
+            decay: "linear" or "one-cycle".
+
+        Raises:
+            ValueError: for an unknown `decay` or a `warmup_fraction` outside [0, 1).
+        """
+        if decay not in BUDGET_DECAYS:
+            raise ValueError(f"unknown decay {decay!r}; choose one of {', '.join(BUDGET_DECAYS)}")
+        if not 0.0 <= warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
+        self.optimizer = optimizer
+        self.warmup_fraction = warmup_fraction
+        self.decay = decay
+        for group in optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.progress = 0.0
+        self._apply()
+
+    def multiplier(self, progress: float) -> float:
+        """The learning-rate multiplier in [0, 1] at `progress` (clamped to at most 1)."""
+        return BUDGET_DECAYS[self.decay](min(progress, 1.0), self.warmup_fraction)
+
+    def step(self, progress: float) -> None:
+        """Set the learning rates for `progress` = elapsed training time / budget.
+
+        Raises:
+            ValueError: if `progress` is negative or not finite.
+        """
+        if not math.isfinite(progress) or progress < 0:
+            raise ValueError(f"progress must be a finite non-negative number, got {progress}")
+        self.progress = min(progress, 1.0)
+        self._apply()
+
+    def _apply(self) -> None:
+        factor = self.multiplier(self.progress)
+        for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base_lr * factor
+
+    def get_last_lr(self) -> list[float]:
+        """The learning rate of each param group, as set by the last `step`."""
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs to restore this schedule."""
+        return {
+            "progress": self.progress,
+            "warmup_fraction": self.warmup_fraction,
+            "decay": self.decay,
+            "base_lrs": list(self.base_lrs),
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore a saved schedule and set the learning rates it had.
+
+        Raises:
+            ValueError: if the saved schedule has another shape (warmup fraction or decay) or
+                another number of param groups; a resumed run must continue the same schedule.
+        """
+        saved = (state_dict["warmup_fraction"], state_dict["decay"])
+        if saved != (self.warmup_fraction, self.decay):
+            raise ValueError(
+                f"checkpoint schedule (warmup_fraction, decay) = {saved} differs from "
+                f"{(self.warmup_fraction, self.decay)}"
+            )
+        if len(state_dict["base_lrs"]) != len(self.optimizer.param_groups):
+            raise ValueError(
+                f"checkpoint has {len(state_dict['base_lrs'])} learning rates for "
+                f"{len(self.optimizer.param_groups)} param groups"
+            )
+        self.base_lrs = list(state_dict["base_lrs"])
+        for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["initial_lr"] = base_lr
+        self.progress = state_dict["progress"]
+        self._apply()
