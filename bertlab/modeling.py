@@ -440,11 +440,14 @@ class BertModel(BertPreTrainedModel):
         Returns:
             ModelOutput with last_hidden_state (B, L, H) and pooler_output (B, H).
         """
-        validate_inputs(self.config, input_ids, attention_mask, token_type_ids)
+        # Data-dependent checks would split a `torch.compile` graph, so compiled runs skip them
+        # (bad inputs then fail inside the kernels, with less helpful messages).
+        if not torch.compiler.is_compiling():
+            validate_inputs(self.config, input_ids, attention_mask, token_type_ids)
+            if attention_mask is not None and bool(attention_mask.all()):
+                attention_mask = None  # no padding: let attention skip the mask entirely
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        if attention_mask is not None and bool(attention_mask.all()):
-            attention_mask = None  # no padding: let attention skip the mask entirely
         hidden = self.embeddings(input_ids, token_type_ids)  # (B, L, H)
         bias = attention_bias(
             attention_mask,
@@ -559,7 +562,8 @@ class BertForPreTraining(BertPreTrainedModel):
         )
         sequence_output = body.last_hidden_state  # (B, L, H)
         if masked_positions is not None:
-            _check_positions(masked_positions, input_ids.shape)
+            if not torch.compiler.is_compiling():
+                _check_positions(masked_positions, input_ids.shape)
             sequence_output = gather_positions(sequence_output, masked_positions)  # (B, P, H)
         mlm_logits, nsp_logits = self.cls(sequence_output, body.pooler_output)
         mlm_loss = nsp_loss = loss = None
