@@ -34,6 +34,8 @@ from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers,
 from tokenizers import Tokenizer as BackendTokenizer
 from tokenizers.models import WordPiece
 
+from bertlab.tokenization_fast import ChunkCache, encode_parallel
+
 logger = logging.getLogger(__name__)
 
 VOCAB_FILE = "vocab.txt"
@@ -132,21 +134,27 @@ class CharacterClasses:
     nonspacing_mark: str
     cjk: str
     final_sigma: str
+    split_differs: str  # characters on which `str.split()` and BERT's whitespace rule disagree
 
 
 @functools.lru_cache(maxsize=1)
 def character_classes() -> CharacterClasses:
     """Compute the classes once per process (about a second); a pure function of Unicode data."""
     control, whitespace, punctuation, nonspacing, cased, case_ignorable = ([] for _ in range(6))
+    split_differs = []
     for code_point in range(sys.maxunicode + 1):
         if code_point in SURROGATES:
             continue
         char = chr(code_point)
         if _is_control(char):
             control.append(code_point)
+            if char.isspace():  # e.g. U+000B: str.split() splits there, BERT deletes it
+                split_differs.append(char)
             continue
         if _is_whitespace(char):
             whitespace.append(code_point)
+        if _is_whitespace(char) != char.isspace():
+            split_differs.append(char)
         if _is_punctuation(char):
             punctuation.append(code_point)
         if unicodedata.category(char) == "Mn":
@@ -171,6 +179,7 @@ def character_classes() -> CharacterClasses:
         nonspacing_mark=_regex_class(nonspacing),
         cjk=_regex_class(cjk),
         final_sigma=final_sigma,
+        split_differs="".join(split_differs),
     )
 
 
@@ -295,6 +304,7 @@ class Tokenizer:
         self._vocab = dict(vocab)
         self._ids_to_tokens = {index: token for token, index in self._vocab.items()}
         self._backend = self._build_backend()
+        self._chunk_cache = ChunkCache(self._backend, character_classes().split_differs)
 
     def _build_backend(self) -> BackendTokenizer:
         options = self.options
@@ -474,12 +484,11 @@ class Tokenizer:
                     f"max_length {limit} leaves no room for the {needed} special tokens"
                 )
             budget = limit - needed
-        # Encode every side without special tokens in one parallel batch, then truncate and add
+        # Encode every side without special tokens in one batch, then truncate and add
         # [CLS]/[SEP] here: the library's "longest_first" splits an odd excess differently.
         firsts = [item[0] if isinstance(item, tuple) else item for item in inputs]
         seconds = [item[1] for item in inputs if isinstance(item, tuple)]
-        encode = self._backend.encode_batch if return_offsets else self._backend.encode_batch_fast
-        encodings = iter(encode(firsts + seconds, add_special_tokens=False))
+        encodings = iter(self._encode_sides(firsts + seconds, return_offsets))
         sides = [next(encodings) for _ in firsts]
         pair_sides = {
             index: next(encodings) for index, item in enumerate(inputs) if isinstance(item, tuple)
@@ -494,20 +503,43 @@ class Tokenizer:
             _pad_in_place(result, self.pad_token_id)
         return result if is_batch else {key: value[0] for key, value in result.items()}
 
+    def encode_ids(self, texts: Sequence[str], num_workers: int = 1) -> list[list[int]]:
+        """Piece ids of many texts, no [CLS]/[SEP] and no truncation, for bulk preprocessing.
+
+        Equal to `tok(text, truncation=False)["input_ids"][1:-1]` for every text, but faster:
+        whitespace-separated chunks seen before are not encoded again (`tokenization_fast`).
+
+        Args:
+            texts: the texts, e.g. the lines of a corpus.
+            num_workers: processes to spread the work over (forked; 1 runs in this process).
+                Each keeps its own chunk cache, so give them many texts at once.
+
+        Returns:
+            one list of int ids per text.
+        """
+        return encode_parallel(self._chunk_cache, texts, num_workers)
+
+    def _encode_sides(self, texts: list[str], return_offsets: bool) -> list[tuple[list, list]]:
+        """(ids, offsets) of each text without special tokens; offsets empty unless asked."""
+        if return_offsets:
+            encodings = self._backend.encode_batch(texts, add_special_tokens=False)
+            return [(encoding.ids, encoding.offsets) for encoding in encodings]
+        return [(ids, []) for ids in self._chunk_cache.encode(texts)]
+
     def _assemble(self, first, second, budget: int | None, return_offsets: bool) -> Encoding:
-        """`[CLS] A [SEP] (B [SEP])` from side encodings, truncated to `budget` content pieces."""
-        length_a = len(first.ids)
-        length_b = 0 if second is None else len(second.ids)
+        """`[CLS] A [SEP] (B [SEP])` from (ids, offsets) sides, cut to `budget` content pieces."""
+        (ids_a, offsets_a), (ids_b, offsets_b) = first, second or ([], [])
+        length_a, length_b = len(ids_a), len(ids_b)
         if budget is not None:
             length_a, length_b = longest_first_lengths(length_a, length_b, budget)
         cls_id, sep_id = self.cls_token_id, self.sep_token_id
-        input_ids = [cls_id, *first.ids[:length_a], sep_id]
+        input_ids = [cls_id, *ids_a[:length_a], sep_id]
         token_type_ids = [0] * len(input_ids)
-        offsets = [(0, 0), *first.offsets[:length_a], (0, 0)] if return_offsets else []
+        offsets = [(0, 0), *offsets_a[:length_a], (0, 0)] if return_offsets else []
         if second is not None:
-            input_ids += [*second.ids[:length_b], sep_id]
+            input_ids += [*ids_b[:length_b], sep_id]
             token_type_ids += [PAIR_SEGMENT_ID] * (length_b + 1)
-            offsets += [*second.offsets[:length_b], (0, 0)] if return_offsets else []
+            offsets += [*offsets_b[:length_b], (0, 0)] if return_offsets else []
         row: Encoding = {
             "input_ids": input_ids,
             "token_type_ids": token_type_ids,

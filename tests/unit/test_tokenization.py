@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import pickle
 import random
 from pathlib import Path
 
@@ -14,9 +15,11 @@ from bertlab.tokenization import (
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerOptions,
+    character_classes,
     longest_first_lengths,
     read_vocab_file,
 )
+from bertlab.tokenization_fast import ChunkCache
 from bertlab.tokenizer_training import (
     TokenizerTrainingConfig,
     finalize_vocab,
@@ -241,7 +244,7 @@ def test_missing_empty_or_incomplete_vocabulary_is_a_clear_error(tmp_path):
 
 
 def test_tokenizer_modules_do_not_import_torch():
-    for name in ("tokenization.py", "tokenizer_training.py"):
+    for name in ("tokenization.py", "tokenization_fast.py", "tokenizer_training.py"):
         tree = ast.parse((PACKAGE_DIR / name).read_text(encoding="utf-8"))
         imported = {
             alias.name
@@ -320,3 +323,93 @@ def test_empty_corpus_is_an_error(tmp_path, content):
 def test_missing_corpus_file_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpus file not found"):
         train_tokenizer([tmp_path / "nope.txt"], small_config(), show_progress=False)
+
+
+# --- fast path: the chunk cache -------------------------------------------------------------
+
+TRICKY_STRINGS = PACKAGE_DIR.parent / "tests" / "data" / "tokenizer" / "tricky_strings.jsonl"
+SHARED_ENGLISH = PACKAGE_DIR.parents[1] / "shared" / "data" / "corpus_en"
+NUM_REAL_LINES = 3000
+
+
+def _tricky_strings() -> list[str]:
+    with open(TRICKY_STRINGS, encoding="utf-8") as file:
+        return [json.loads(line) for line in file if line.strip()]
+
+
+def _exact_ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
+    encodings = tokenizer.backend.encode_batch_fast(texts, add_special_tokens=False)
+    return [encoding.ids for encoding in encodings]
+
+
+def _assert_fast_equals_exact(tokenizer: Tokenizer, texts: list[str]) -> None:
+    assert tokenizer.encode_ids(texts) == _exact_ids(tokenizer, texts)
+    pairs = list(zip(texts, reversed(texts), strict=True))
+    for max_length in (8, 64, None):
+        truncation = max_length is not None
+        fast = tokenizer(pairs, max_length=max_length, truncation=truncation)
+        # return_offsets=True takes the exact pipeline on whole texts.
+        exact = tokenizer(pairs, max_length=max_length, truncation=truncation, return_offsets=True)
+        assert fast["input_ids"] == exact["input_ids"]
+        assert fast["token_type_ids"] == exact["token_type_ids"]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_fast_path_equals_exact_pipeline_on_tricky_strings(tmp_path, lowercase):
+    tricky = _tricky_strings()
+    # Words of the strings themselves make a vocabulary that covers them in several ways.
+    words = {word for text in tricky for word in text.split()}
+    pieces = [*TINY_VOCAB, *sorted(words)[::2], *sorted({c for w in words for c in w})]
+    tokenizer = Tokenizer.from_pretrained(
+        write_vocab(tmp_path, list(dict.fromkeys(pieces))), lowercase=lowercase
+    )
+    _assert_fast_equals_exact(tokenizer, tricky)
+
+
+def test_fast_path_equals_exact_pipeline_on_real_lines(tokenizer):
+    paths = sorted(SHARED_ENGLISH.glob("*.txt.gz"))
+    if not paths:
+        pytest.skip(f"no English corpus under {SHARED_ENGLISH}")
+    with gzip.open(paths[0], "rt", encoding="utf-8") as file:
+        lines = [line for _, line in zip(range(NUM_REAL_LINES), file, strict=False)]
+    real = Tokenizer(tokenizer.get_vocab() | {"the": 100, "##the": 101, "of": 102, "in": 103})
+    _assert_fast_equals_exact(real, lines)
+
+
+def test_cached_chunks_give_the_same_ids_as_fresh_ones(tokenizer):
+    texts = ["hello world, unaffable!", "hello [MASK] world", "naive Café hello", "", "  \t\n"]
+    first = tokenizer.encode_ids(texts)  # every chunk is a miss
+    assert tokenizer.encode_ids(texts) == first  # every chunk is a hit
+    assert tokenizer.encode_ids(list(reversed(texts))) == list(reversed(first))
+    assert first == _exact_ids(tokenizer, texts)
+
+
+def test_full_chunk_cache_starts_afresh_and_stays_exact(tokenizer):
+    cache = ChunkCache(tokenizer.backend, character_classes().split_differs, max_entries=4)
+    texts = ["a b x", "1 hello world", "hello un world ! qqq", "b x"]
+    for text in texts * 2:
+        assert cache.encode([text]) == _exact_ids(tokenizer, [text])
+        # Emptied whenever the next text's new chunks would not fit.
+        assert len(cache) <= max(4, len(set(text.split())))
+
+
+def test_texts_that_str_split_would_cut_differently_take_the_exact_path(tokenizer):
+    # BERT deletes U+000B and U+0085 (control characters) where str.split() would split.
+    texts = ["hel\x0blo", "hello\x85world", "a\x1fb hello"]
+    assert tokenizer.encode_ids(texts) == _exact_ids(tokenizer, texts)
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode_ids(texts)[0]) == ["hello"]
+    cache = ChunkCache(tokenizer.backend, character_classes().split_differs)
+    cache.encode(texts)
+    assert len(cache) == 0  # nothing went through the chunk cache
+    assert set(character_classes().split_differs) == set("\x0b\x0c\x1c\x1d\x1e\x1f\x85")
+
+
+def test_encode_ids_in_worker_processes_equals_one_process(tokenizer):
+    texts = [f"hello world {i % 7} unaffable, naive!" for i in range(12_000)] + ["中国 σ"]
+    assert tokenizer.encode_ids(texts, num_workers=2) == tokenizer.encode_ids(texts)
+
+
+def test_tokenizer_pickles_without_its_cache(tokenizer):
+    tokenizer.encode_ids(["hello world"])
+    loaded = pickle.loads(pickle.dumps(tokenizer))
+    assert loaded.encode_ids(["hello world"]) == tokenizer.encode_ids(["hello world"])
