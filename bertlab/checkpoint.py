@@ -25,6 +25,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from bertlab.config import read_json_object
+
 logger = logging.getLogger(__name__)
 
 CONFIG_NAME = "config.json"
@@ -83,16 +85,9 @@ def read_model(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.T
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
-    config_path = directory / CONFIG_NAME
-    if not config_path.is_file():
+    if not (directory / CONFIG_NAME).is_file():
         raise FileNotFoundError(f"no {CONFIG_NAME} in {directory}")
-    try:
-        config_values = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{config_path} is not valid JSON: {error}") from error
-    if not isinstance(config_values, dict):
-        raise ValueError(f"{config_path} must hold a JSON object")
-    return config_values, read_weights(directory)
+    return read_json_object(directory / CONFIG_NAME), read_weights(directory)
 
 
 def read_weights(directory: Path) -> dict[str, torch.Tensor]:

@@ -63,6 +63,25 @@ FEED_FORWARD_MULTIPLIER = 4  # BERT paper §3: "the feed-forward/filter size to 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "relu")
 
 
+def read_json_object(path: str | Path) -> dict[str, Any]:
+    """Read a JSON file that must hold an object (config.json and the like).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: it is not valid JSON, or not an object.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"file not found: {path}")
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a JSON object")
+    return values
+
+
 @dataclass(frozen=True)
 class BertConfig:
     """Architecture only. Field names and defaults match HF BERT's config.json (bert-base)."""
@@ -218,16 +237,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path: str | Path) -> BertConfig:
         """Read a `config.json` written by bertlab or by `transformers`."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file not found: {path}")
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not valid JSON: {error}") from error
-        if not isinstance(values, dict):
-            raise ValueError(f"{path} must hold a JSON object")
-        return cls.from_dict(values)
+        return cls.from_dict(read_json_object(path))
 
 
 # --- pre-training data -------------------------------------------------------------------------
