@@ -411,7 +411,10 @@ def time_forward(
 
 
 def bench_fixed_batch(size: str, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """fp32 eval forward of one random (32, 128) batch: bertlab and each HF attention."""
+    """fp32 eval forward of one random (32, 128) batch: bertlab and each HF attention.
+
+    The sides alternate forward by forward, so that a drift in the machine's speed hits all alike.
+    """
     device = torch.device(args.device)
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(1, VOCAB_SIZE, (INFERENCE_BATCH, SEQ_LEN), generator=generator)
@@ -422,21 +425,32 @@ def bench_fixed_batch(size: str, args: argparse.Namespace) -> list[dict[str, Any
     runs = [("bertlab", "sdpa")]
     if transformers is not None:
         runs += [("transformers", "sdpa"), ("transformers", "eager")]
+    models = [build_encoder(side, size, device, attention) for side, attention in runs]
+    times: list[list[float]] = [[] for _ in runs]
+    with torch.inference_mode():
+        for model in models:
+            model(**inputs)  # warm-up
+        for _ in range(max(args.steps, 3)):
+            for model, seconds in zip(models, times, strict=True):
+                synchronize(device)
+                start = time.perf_counter()
+                model(**inputs)
+                synchronize(device)
+                seconds.append(time.perf_counter() - start)
     rows = []
-    for side, attention in runs:
-        model = build_encoder(side, size, device, attention)
-        seconds = time_forward(model, [inputs], "fp32", args.steps, device)
+    for (side, attention), seconds in zip(runs, times, strict=True):
+        median = statistics.median(seconds)
         rows.append(
             {
                 "size": size,
                 "side": side,
                 "attention": attention,
-                "seconds": seconds,
-                "tokens_per_s": input_ids.numel() / seconds,
+                "seconds": median,
+                "tokens_per_s": input_ids.numel() / median,
             }
         )
         print(
-            f"  {size:5s} {side:12s} fp32 {attention:5s}: {seconds * 1e3:8.1f} ms/batch", flush=True
+            f"  {size:5s} {side:12s} fp32 {attention:5s}: {median * 1e3:8.1f} ms/batch", flush=True
         )
     return rows
 
