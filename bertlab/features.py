@@ -14,18 +14,9 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from bertlab.data.collate import pad_rows
+from bertlab.data.task_collate import sorted_length_batches
 from bertlab.modeling import BertModel
-
-
-def length_grouped_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest first.
-
-    Example: lengths [5, 2, 9, 3], batch_size 2 -> [[2, 0], [3, 1]].
-    """
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def pad_sequences(
@@ -33,11 +24,8 @@ def pad_sequences(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad to the longest sequence: -> values (B, L) int64 and attention_mask (B, L) int64."""
     longest = max(len(sequence) for sequence in sequences)
-    values = torch.full((len(sequences), longest), pad_value, dtype=torch.int64)
-    attention_mask = torch.zeros((len(sequences), longest), dtype=torch.int64)
-    for row, sequence in enumerate(sequences):
-        values[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.int64)
-        attention_mask[row, : len(sequence)] = 1
+    values = pad_rows(sequences, longest, pad_value)  # (B, L)
+    attention_mask = pad_rows([[1] * len(sequence) for sequence in sequences], longest, 0)
     return values, attention_mask
 
 
@@ -68,7 +56,7 @@ def iterate_encoded(
     device = model.embeddings.word_embeddings.weight.device
     pad_id = model.config.pad_token_id
     lengths = [len(sequence) for sequence in input_ids]
-    for indices in length_grouped_batches(lengths, batch_size):
+    for indices in sorted_length_batches(lengths, batch_size):
         ids, mask = pad_sequences([input_ids[i] for i in indices], pad_id)
         types = None
         if token_type_ids is not None:

@@ -15,7 +15,11 @@ IGNORE_INDEX = -100  # label value that the losses skip (PyTorch's and HF's conv
 PADDED_POSITION = 0  # a padded prediction slot gathers [CLS]; its label is IGNORE_INDEX
 
 
-def _pad(rows: Sequence[np.ndarray], length: int, value: int) -> torch.Tensor:
+def pad_rows(rows: Sequence[Sequence[int] | np.ndarray], length: int, value: int) -> torch.Tensor:
+    """Rows of ids of different lengths -> one (B, length) int64 tensor, filled with `value`.
+
+    Example: [[4, 5, 6], [7]], length 3, value 0 -> [[4, 5, 6], [7, 0, 0]].
+    """
     batch = torch.full((len(rows), length), value, dtype=torch.int64)
     for index, row in enumerate(rows):
         batch[index, : len(row)] = torch.as_tensor(row, dtype=torch.int64)
@@ -67,12 +71,12 @@ def collate_pretraining(
         if pad_to_length < length:
             raise ValueError(f"pad_to_length {pad_to_length} < longest example {length}")
         length = pad_to_length
-    input_ids = _pad([e.input_ids for e in examples], length, pad_token_id)
-    attention_mask = _pad([np.ones(len(e.input_ids), np.int64) for e in examples], length, 0)
+    input_ids = pad_rows([e.input_ids for e in examples], length, pad_token_id)
+    attention_mask = pad_rows([np.ones(len(e.input_ids), np.int64) for e in examples], length, 0)
     batch = {
         "input_ids": input_ids,  # (B, L)
         "attention_mask": attention_mask,  # (B, L)
-        "token_type_ids": _pad([e.token_type_ids for e in examples], length, 0),  # (B, L)
+        "token_type_ids": pad_rows([e.token_type_ids for e in examples], length, 0),  # (B, L)
     }
     if _all_or_none(examples, "masked_positions"):
         num_predictions = max(len(e.masked_positions) for e in examples)
@@ -84,8 +88,8 @@ def collate_pretraining(
             num_predictions = pad_to_predictions
         positions = [e.masked_positions for e in examples]
         labels = [e.masked_labels for e in examples]
-        batch["masked_positions"] = _pad(positions, num_predictions, PADDED_POSITION)  # (B, P)
-        batch["labels"] = _pad(labels, num_predictions, IGNORE_INDEX)  # (B, P)
+        batch["masked_positions"] = pad_rows(positions, num_predictions, PADDED_POSITION)  # (B, P)
+        batch["labels"] = pad_rows(labels, num_predictions, IGNORE_INDEX)  # (B, P)
     else:
         batch["labels"] = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, L)
     if _all_or_none(examples, "next_sentence_label"):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from bertlab.data.collate import IGNORE_INDEX
+from bertlab.data.collate import IGNORE_INDEX, pad_rows
 
 # HF `LengthGroupedSampler`: sort by length inside random "megabatches" of 50 batches, so that
 # batches are of similar length but still differ from epoch to epoch.
@@ -69,8 +69,8 @@ def collate_task_batch(
         rows = [choice for choices in rows for choice in choices]  # B * K sequences
     longest = max(len(row) for row in rows)
     batch = {
-        "input_ids": _pad(rows, longest, pad_token_id),
-        "attention_mask": _pad([[1] * len(row) for row in rows], longest, 0),
+        "input_ids": pad_rows(rows, longest, pad_token_id),
+        "attention_mask": pad_rows([[1] * len(row) for row in rows], longest, 0),
     }
     types = _optional(features, "token_type_ids")
     if types is None:
@@ -78,7 +78,7 @@ def collate_task_batch(
     else:
         types = [choice for choices in types for choice in choices] if is_multiple_choice else types
         _check_lengths(types, rows, "token_type_ids")
-        batch["token_type_ids"] = _pad(types, longest, SEGMENT_PAD_ID)
+        batch["token_type_ids"] = pad_rows(types, longest, SEGMENT_PAD_ID)
     if is_multiple_choice:
         shape = (len(features), -1, longest)
         batch = {key: value.view(shape) for key, value in batch.items()}  # (B, K, L)
@@ -100,13 +100,6 @@ def _optional(features: Sequence[Mapping[str, Any] | object], key: str) -> list 
     return values if all(present) else None
 
 
-def _pad(rows: Sequence[Sequence[int]], length: int, value: int) -> torch.Tensor:
-    batch = torch.full((len(rows), length), value, dtype=torch.int64)
-    for index, row in enumerate(rows):
-        batch[index, : len(row)] = torch.as_tensor(row, dtype=torch.int64)
-    return batch  # (B, length)
-
-
 def _check_lengths(values: Sequence[Sequence], rows: Sequence[Sequence[int]], key: str) -> None:
     for value, row in zip(values, rows, strict=True):
         if len(value) != len(row):
@@ -116,7 +109,7 @@ def _check_lengths(values: Sequence[Sequence], rows: Sequence[Sequence[int]], ke
 def _labels(labels: list, rows: Sequence[Sequence[int]], longest: int) -> torch.Tensor:
     if isinstance(labels[0], Sequence):  # token tagging: one label per token
         _check_lengths(labels, rows, "labels")
-        return _pad(labels, longest, IGNORE_INDEX)  # (B, L)
+        return pad_rows(labels, longest, IGNORE_INDEX)  # (B, L)
     if any(isinstance(label, float) for label in labels):  # regression targets
         return torch.tensor(labels, dtype=torch.float32)  # (B,)
     return torch.tensor(labels, dtype=torch.int64)  # (B,)

@@ -1,18 +1,19 @@
 import pytest
 import torch
 
-from bertlab.features import iterate_encoded, length_grouped_batches, pad_sequences, pooled_features
+from bertlab.data.task_collate import sorted_length_batches
+from bertlab.features import iterate_encoded, pad_sequences, pooled_features
 from bertlab.modeling import BertModel
 
 
-def test_length_grouped_batches_cover_every_index_once():
+def test_sorted_length_batches_cover_every_index_once():
     lengths = [5, 2, 9, 3, 9, 1, 4]
-    batches = length_grouped_batches(lengths, 3)
+    batches = sorted_length_batches(lengths, 3)
     assert batches[0] == [2, 4, 0]
     assert sorted(i for batch in batches for i in batch) == list(range(7))
     assert all(len(batch) <= 3 for batch in batches)
     with pytest.raises(ValueError, match="batch_size"):
-        length_grouped_batches(lengths, 0)
+        sorted_length_batches(lengths, 0)
 
 
 def test_pad_sequences_pads_to_the_longest():
