@@ -81,8 +81,6 @@ BF16_FALLBACK_SIZE = 256
 # AVX512_BF16 or AMX fall back to a scalar bf16 GEMM, hundreds of times slower than fp32).
 BF16_USEFUL_RATIO = 0.5
 DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-# bertlab-only BertConfig fields that transformers.BertConfig does not know.
-BERTLAB_ONLY_FIELDS = ("is_causal",)
 SST2_TRAIN = REPO_ROOT.parent / "shared/data/glue/SST-2/train.tsv"
 VOCAB_FILE = REPO_ROOT.parent / "shared/data/vocab/bert-base-uncased-vocab.txt"
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -147,8 +145,7 @@ def bertlab_config(size: str, use_dropout: bool = True) -> BertConfig:
 
 def hf_config(config: BertConfig, attn_implementation: str) -> Any:
     """The same architecture as a `transformers.BertConfig`."""
-    values = {k: v for k, v in config.to_dict().items() if k not in BERTLAB_ONLY_FIELDS}
-    return transformers.BertConfig(**values, attn_implementation=attn_implementation)
+    return transformers.BertConfig(**config.to_dict(), attn_implementation=attn_implementation)
 
 
 @dataclass

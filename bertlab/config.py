@@ -198,12 +198,17 @@ class BertConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The HF `config.json` fields, unknown keys read earlier and `model_type`."""
+        """The HF `config.json` fields, unknown keys read earlier and `model_type`.
+
+        `is_causal` is also written as `is_decoder`, the flag `transformers` reads for
+        left-to-right self-attention, so a causal checkpoint stays causal there too.
+        """
         values = {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"
         }
         values.update(self.extra)
         values["model_type"] = "bert"
+        values["is_decoder"] = self.is_causal
         return values
 
     @classmethod

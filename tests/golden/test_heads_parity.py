@@ -22,8 +22,7 @@ ID2LABEL = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
 
 
 def hf_config(config: BertConfig, **task):
-    values = {k: v for k, v in config.to_dict().items() if k not in ("is_causal", "model_type")}
-    return transformers.BertConfig(**values, **task)
+    return transformers.BertConfig(**config.to_dict(), **task)
 
 
 def odd_config() -> BertConfig:

@@ -13,10 +13,7 @@ ATOL = 1e-5
 
 
 def hf_config(config: BertConfig, attn_implementation: str):
-    values = {k: v for k, v in config.to_dict().items() if k not in ("is_causal", "model_type")}
-    hf = transformers.BertConfig(**values)
-    hf._attn_implementation = attn_implementation
-    return hf
+    return transformers.BertConfig(**config.to_dict(), attn_implementation=attn_implementation)
 
 
 def configs():
@@ -142,13 +139,13 @@ def test_hidden_states_and_attentions_match_transformers(tiny_config, batch):
         torch.testing.assert_close(a, b, rtol=0, atol=ATOL)
 
 
-def test_causal_option_matches_transformers_decoder_attention(tiny_config, batch):
+def test_causal_checkpoint_stays_causal_in_transformers(tmp_path, tiny_config, batch):
     causal = tiny_config.replace(is_causal=True)
     torch.manual_seed(6)
     ours = BertModel(causal).eval()
-    values = {k: v for k, v in causal.to_dict().items() if k not in ("is_causal", "model_type")}
-    theirs = transformers.BertModel(transformers.BertConfig(**values, is_decoder=True)).eval()
-    theirs.load_state_dict(ours.state_dict(), strict=True)
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.BertModel.from_pretrained(tmp_path).eval()
+    assert theirs.config.is_decoder
     with torch.no_grad():
         mine = ours(**batch)
         reference = theirs(**batch, use_cache=False)

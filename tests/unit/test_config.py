@@ -94,3 +94,10 @@ def test_bad_config_files(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         BertConfig.from_json_file(tmp_path / "bad.json")
+
+
+def test_causal_option_is_written_as_hf_is_decoder_and_read_back(tiny_config):
+    assert tiny_config.to_dict()["is_decoder"] is False
+    causal = tiny_config.replace(is_causal=True)
+    assert causal.to_dict()["is_decoder"] is True
+    assert BertConfig.from_dict(causal.to_dict()) == causal
