@@ -17,70 +17,49 @@ import statistics
 import time
 
 import torch
+from bench_model import (
+    SEQ_LEN,
+    SST2_TRAIN,
+    TRAIN_BATCH,
+    Variant,
+    build_encoder,
+    build_model,
+    make_pretraining_batch,
+    padded_batches,
+    read_sst2,
+    tokenize,
+)
 
-from bertlab.config import BertConfig
-from bertlab.modeling import BertForPreTraining
-
-VOCAB_SIZE = 30522  # bert-base-uncased
-SEQ_LEN = 128
-MAX_PREDICTIONS = 20  # Google's max_predictions_per_seq at length 128 (15% of 128, rounded)
 SENTENCE_BATCH = 32
-BATCH = {"tiny": 32, "mini": 32, "small": 32, "medium": 32, "base": 8, "large": 8}
+DROPOUT_SETTINGS = {"both": (True, False), "on": (True,), "off": (False,)}
 
 
-def make_steps(size: str, dropout: float):
-    """One training-step closure per side, on the same batch and the same initial weights."""
-    import transformers
-
-    batch = BATCH[size]
-    config = BertConfig.from_preset(
-        size,
-        vocab_size=VOCAB_SIZE,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
+def make_steps(size: str, use_dropout: bool):
+    """One training-step closure per side, on the same batch (bench_model.py's builders)."""
+    device = torch.device("cpu")
+    batch = make_pretraining_batch(
+        TRAIN_BATCH[size], SEQ_LEN, device, torch.Generator().manual_seed(0)
     )
-    generator = torch.Generator().manual_seed(0)
-    input_ids = torch.randint(1000, VOCAB_SIZE, (batch, SEQ_LEN), generator=generator)
-    positions = torch.stack(
-        [
-            torch.randperm(SEQ_LEN - 1, generator=generator)[:MAX_PREDICTIONS] + 1
-            for _ in range(batch)
-        ]
-    )  # (B, P), never [CLS]
-    labels = input_ids.gather(1, positions)  # (B, P)
-    dense_labels = torch.full((batch, SEQ_LEN), -100).scatter_(1, positions, labels)  # (B, L)
-    next_sentence = torch.randint(0, 2, (batch,), generator=generator)
-
-    ours = BertForPreTraining(config).train()
-    values = {k: v for k, v in config.to_dict().items() if k not in ("is_causal", "model_type")}
-    reference = transformers.BertForPreTraining(
-        transformers.BertConfig(**values, attn_implementation="sdpa")
-    ).train()
-    reference.load_state_dict(ours.state_dict(), strict=True)
-    ours_optimizer = torch.optim.AdamW(ours.parameters(), lr=1e-4, fused=True)
-    reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-4, fused=True)
-
-    def ours_step() -> None:
-        output = ours(
-            input_ids, masked_positions=positions, labels=labels, next_sentence_label=next_sentence
+    steps = []
+    for side, inputs in (("bertlab", batch.bertlab_inputs()), ("transformers", batch.hf_inputs())):
+        torch.manual_seed(0)
+        model = build_model(
+            Variant(side, "fp32", "fused", "sdpa", False, use_dropout), size, device
         )
-        ours_optimizer.zero_grad(set_to_none=True)
-        output.loss.backward()
-        ours_optimizer.step()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
-    def reference_step() -> None:
-        output = reference(input_ids, labels=dense_labels, next_sentence_label=next_sentence)
-        reference_optimizer.zero_grad(set_to_none=True)
-        output.loss.backward()
-        reference_optimizer.step()
+        def step(model=model, optimizer=optimizer, inputs=inputs) -> None:
+            loss = model(**inputs).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
 
-    return ours_step, reference_step, batch * SEQ_LEN
+        steps.append(step)
+    return steps[0], steps[1], batch.input_ids.numel()
 
 
 def ab_sentences(size: str, count: int, passes: int) -> None:
     """Alternating inference passes over SST-2 sentences (helpers shared with bench_model.py)."""
-    from bench_model import SST2_TRAIN, build_encoder, padded_batches, read_sst2, tokenize
-
     device = torch.device("cpu")
     ids = tokenize(read_sst2(SST2_TRAIN, count))
     corpus_order = padded_batches(ids, SENTENCE_BATCH, device)
@@ -119,7 +98,12 @@ def ab_sentences(size: str, count: int, passes: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="mini,base", help="comma-separated preset names")
-    parser.add_argument("--dropouts", default="0.1,0.0", help="dropout settings to measure")
+    parser.add_argument(
+        "--dropout",
+        choices=sorted(DROPOUT_SETTINGS),
+        default="both",
+        help="with the config's dropout (0.1), without, or both",
+    )
     parser.add_argument("--steps", type=int, default=5, help="timed steps per side (median)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--sentences", type=int, help="measure inference on N SST-2 sentences")
@@ -132,8 +116,8 @@ def main() -> None:
             ab_sentences(size, args.sentences, args.passes)
         return
     for size in args.sizes.split(","):
-        for dropout in (float(d) for d in args.dropouts.split(",")):
-            ours_step, reference_step, tokens = make_steps(size, dropout)
+        for use_dropout in DROPOUT_SETTINGS[args.dropout]:
+            ours_step, reference_step, tokens = make_steps(size, use_dropout)
             ours_step(), reference_step()  # warm-up
             ours_times, reference_times = [], []
             for _ in range(args.steps):
@@ -142,8 +126,9 @@ def main() -> None:
                     step()
                     times.append(time.perf_counter() - start)
             ours_s, reference_s = statistics.median(ours_times), statistics.median(reference_times)
+            setting = "dropout 0.1" if use_dropout else "no dropout"
             print(
-                f"{size:5s} dropout {dropout:.1f}: bertlab {tokens / ours_s:7.0f} tokens/s, "
+                f"{size:5s} {setting:11s}: bertlab {tokens / ours_s:7.0f} tokens/s, "
                 f"transformers {tokens / reference_s:7.0f} tokens/s, "
                 f"ratio {reference_s / ours_s:.2f}x",
                 flush=True,
