@@ -25,19 +25,6 @@ def hf_config(config: BertConfig, **task):
     return transformers.BertConfig(**config.to_dict(), **task)
 
 
-def odd_config() -> BertConfig:
-    """Every size different, so that a swapped dimension cannot go unnoticed."""
-    return BertConfig(
-        vocab_size=101,
-        hidden_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=6,
-        intermediate_size=70,
-        max_position_embeddings=40,
-        type_vocab_size=3,
-    )
-
-
 def padded_inputs(config: BertConfig, shape: tuple[int, ...], seed: int = 3):
     """Random inputs of `shape` ((B, L) or (B, K, L)) whose rows have different lengths."""
     generator = torch.Generator().manual_seed(seed)
@@ -109,9 +96,9 @@ def assert_same(ours, theirs, inputs, labels):
 
 
 @pytest.mark.parametrize("name", list(HEADS))
-def test_head_matches_transformers_with_strictly_loaded_weights(name):
+def test_head_matches_transformers_with_strictly_loaded_weights(name, odd_config):
     build, hf_class, task, shape = HEADS[name]
-    config = odd_config()
+    config = odd_config
     torch.manual_seed(0)
     ours = build(config).eval()
     theirs = getattr(transformers, hf_class)(hf_config(config, **task)).eval()
@@ -140,9 +127,9 @@ def test_bertlab_checkpoint_loads_in_transformers_with_equal_outputs(tmp_path, t
 
 
 @pytest.mark.parametrize("name", list(HEADS))
-def test_transformers_checkpoint_loads_in_bertlab_with_equal_outputs(tmp_path, name):
+def test_transformers_checkpoint_loads_in_bertlab_with_equal_outputs(tmp_path, name, odd_config):
     build, hf_class, task, shape = HEADS[name]
-    config = odd_config()
+    config = odd_config
     torch.manual_seed(2)
     theirs = getattr(transformers, hf_class)(hf_config(config, **task)).eval()
     theirs.save_pretrained(tmp_path)

@@ -16,19 +16,12 @@ def hf_config(config: BertConfig, attn_implementation: str):
     return transformers.BertConfig(**config.to_dict(), attn_implementation=attn_implementation)
 
 
-def configs():
-    return {
-        "tiny": BertConfig.tiny(vocab_size=99, max_position_embeddings=64),
-        "all_sizes_different": BertConfig(
-            vocab_size=101,
-            hidden_size=48,
-            num_hidden_layers=3,
-            num_attention_heads=6,
-            intermediate_size=70,
-            max_position_embeddings=40,
-            type_vocab_size=3,
-        ),
-    }
+@pytest.fixture(params=["tiny", "all_sizes_different"])
+def parity_config(request, odd_config) -> BertConfig:
+    """Google's BERT-Tiny sizes, and a config whose sizes are all different."""
+    if request.param == "tiny":
+        return BertConfig.tiny(vocab_size=99, max_position_embeddings=64)
+    return odd_config
 
 
 def padded_batch(config: BertConfig):
@@ -67,12 +60,11 @@ def assert_same(ours, theirs, hf_body, batch):
     torch.testing.assert_close(sparse.mlm_logits, gathered, rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("name", ["tiny", "all_sizes_different"])
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 def test_bertlab_checkpoint_loads_in_transformers_with_equal_outputs(
-    tmp_path, name, attn_implementation
+    tmp_path, parity_config, attn_implementation
 ):
-    config = configs()[name]
+    config = parity_config
     torch.manual_seed(0)
     ours = BertForPreTraining(config).eval()
     ours.save_pretrained(tmp_path)
@@ -85,9 +77,8 @@ def test_bertlab_checkpoint_loads_in_transformers_with_equal_outputs(
     assert_same(ours, theirs, theirs.bert, padded_batch(config))
 
 
-@pytest.mark.parametrize("name", ["tiny", "all_sizes_different"])
-def test_transformers_checkpoint_loads_in_bertlab_with_equal_outputs(tmp_path, name):
-    config = configs()[name]
+def test_transformers_checkpoint_loads_in_bertlab_with_equal_outputs(tmp_path, parity_config):
+    config = parity_config
     torch.manual_seed(1)
     theirs = transformers.BertForPreTraining(hf_config(config, "sdpa")).eval()
     with torch.no_grad():  # make the MLM bias non-zero so that a lost bias would show
