@@ -316,8 +316,14 @@ class BertPreTrainedModel(nn.Module):
             nn.init.zeros_(module.bias)
 
     def init_weights(self) -> None:
-        """(Re-)initialize every weight as BERT does, then tie shared weights."""
-        self.apply(self._init_weights)
+        """Initialize this model's own weights as BERT does, then tie shared weights.
+
+        An inner model (e.g. `self.bert`) initialized itself when it was built, so it is skipped
+        rather than drawn a second time.
+        """
+        for child in self.children():
+            if not isinstance(child, BertPreTrainedModel):
+                child.apply(self._init_weights)
         self.tie_weights()
 
     def tie_weights(self) -> None:

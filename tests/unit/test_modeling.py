@@ -218,3 +218,14 @@ def test_bad_masked_positions_and_labels_raise(tiny_config, batch):
         model(**batch, masked_positions=torch.tensor([[1, 11], [0, 0]]))
     with pytest.raises(ValueError, match="labels shape"):
         model(**batch, masked_positions=torch.tensor([[1], [2]]), labels=torch.zeros(2, 11).long())
+
+
+def test_heads_are_initialized_without_redrawing_the_encoder(tiny_config):
+    torch.manual_seed(0)
+    body = BertModel(tiny_config)
+    torch.manual_seed(0)
+    full = BertForPreTraining(tiny_config)
+    for name, value in body.state_dict().items():
+        assert torch.equal(value, full.bert.state_dict()[name]), name
+    assert full.cls.predictions.transform.LayerNorm.weight.eq(1).all()
+    assert full.cls.predictions.bias.abs().max() == 0
