@@ -1,0 +1,59 @@
+"""The `bertlab` command line. The `bertlab.cli` package is the only code that reads argv or
+environment variables; each command family has its own module (`tokenizer`, ...).
+
+Each subcommand is a thin function that builds configs from flags and calls the library. Errors the
+user can fix (bad paths, bad files, bad flags) end as one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError
+from bertlab.cli.tokenizer import add_tokenizer_commands
+
+COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (add_tokenizer_commands,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertlab",
+        description="Pre-train, fine-tune and inspect BERT-style models. "
+        "Run `bertlab COMMAND --help` for the options of each command.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for add_commands in COMMANDS:
+        add_commands(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        print("bertlab: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (CommandError, ValueError, OSError) as error:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"bertlab: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
