@@ -46,8 +46,9 @@ def collate_pretraining(
         padded with position 0 and label -100; next_sentence_label (2,).
 
     Masked-LM examples give sparse `masked_positions` and `labels` (B, P). Causal-LM examples
-    (`masked_positions` None) give `labels` (B, L): the input ids, -100 at padding, unshifted;
-    the causal model shifts them so that position t predicts token t + 1 (HF's convention).
+    (`masked_positions` None) give `labels` (B, L) already shifted: position t is labelled with
+    token t + 1 (the next token), and the last real position and padding with -100, so the loss
+    of `BertForPreTraining` is the left-to-right LM loss as it stands.
 
     Args:
         examples: from `make_example`, all built for the same objective.
@@ -91,7 +92,10 @@ def collate_pretraining(
         batch["masked_positions"] = pad_rows(positions, num_predictions, PADDED_POSITION)  # (B, P)
         batch["labels"] = pad_rows(labels, num_predictions, IGNORE_INDEX)  # (B, P)
     else:
-        batch["labels"] = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, L)
+        next_tokens = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)  # (B, L)
+        batch["labels"] = torch.cat(  # (B, L): position t predicts token t + 1
+            [next_tokens[:, 1:], torch.full_like(next_tokens[:, :1], IGNORE_INDEX)], dim=1
+        )
     if _all_or_none(examples, "next_sentence_label"):
         labels = [e.next_sentence_label for e in examples]
         batch["next_sentence_label"] = torch.tensor(labels, dtype=torch.int64)  # (B,)

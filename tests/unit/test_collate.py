@@ -62,12 +62,16 @@ def test_mlm_only_batch_has_no_nsp_label() -> None:
     assert batch["token_type_ids"].eq(0).all()
 
 
-def test_clm_batch_labels_are_the_unshifted_inputs_with_padding_ignored() -> None:
+def test_clm_batch_labels_are_the_next_tokens_with_padding_ignored() -> None:
     batch = collate_pretraining(_examples(PretrainDataConfig(objective="clm")), SPECIAL.pad)
     assert "masked_positions" not in batch and "next_sentence_label" not in batch
     assert batch["labels"].shape == batch["input_ids"].shape == (2, 14)
-    assert batch["labels"][0].tolist() == batch["input_ids"][0].tolist()
-    assert batch["labels"][1, 5:].eq(IGNORE_INDEX).all()
+    assert batch["labels"][0, :-1].tolist() == batch["input_ids"][0, 1:].tolist()
+    assert batch["labels"][0, -1] == IGNORE_INDEX
+    length = int(batch["attention_mask"][1].sum())
+    assert length < 14
+    assert batch["labels"][1, : length - 1].tolist() == batch["input_ids"][1, 1:length].tolist()
+    assert batch["labels"][1, length - 1 :].eq(IGNORE_INDEX).all()
 
 
 def test_mixed_objectives_are_rejected() -> None:
