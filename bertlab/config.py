@@ -280,3 +280,140 @@ class PretrainDataConfig:
                 raise ValueError(f"PretrainDataConfig.{name} must be in [0, 1], got {value!r}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """How the pre-training loop runs. Defaults are the BERT paper's (Appendix A.2: Adam, learning
+    rate 1e-4, weight decay 0.01, warmup over the first 1% of the steps, linear decay) and Google's
+    `run_pretraining.py` (gradient clipping at 1.0). Give `max_steps` or `max_time` (seconds)."""
+
+    learning_rate: float = 1e-4  # paper A.2
+    weight_decay: float = 0.01  # paper A.2
+    warmup_fraction: float = 0.01  # paper A.2: 10,000 of 1,000,000 steps
+    schedule: str = "linear"  # with max_time: a BudgetSchedule shape ("linear" or "one-cycle")
+    batch_size: int = 32  # examples per optimizer step in each process
+    gradient_accumulation_steps: int = 1  # micro-batches of batch_size // steps each
+    max_grad_norm: float = 1.0  # Google's optimization.py: clip_by_global_norm(grads, 1.0)
+    max_steps: int | None = None  # optimizer steps
+    max_time: float | None = None  # seconds of training (evaluation and checkpoints excluded)
+    seed: int = 0
+    log_every_steps: int = 10  # a training record in metrics.jsonl
+    eval_every_steps: int = 500  # held-out MLM/NSP evaluation (and at the end)
+    eval_examples: int = 512  # held-out examples evaluated each time
+    checkpoint_every_steps: int | None = None
+    checkpoint_every_minutes: float | None = None
+    keep_checkpoints: int = 2  # the most recent ones kept
+    precision: str = "auto"  # see training.runtime.PRECISIONS
+    do_compile: bool = False  # torch.compile the model
+    num_workers: int = 1  # processes building batches beside the training process (0: inline)
+
+    def __post_init__(self) -> None:
+        if (self.max_steps is None) == (self.max_time is None):
+            raise ValueError("give exactly one of max_steps and max_time")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be positive, got {self.max_steps}")
+        if self.max_time is not None and not self.max_time > 0:
+            raise ValueError(f"max_time must be positive, got {self.max_time}")
+        for name in ("batch_size", "gradient_accumulation_steps", "log_every_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"PretrainConfig.{name} must be positive")
+        for name in ("eval_every_steps", "eval_examples", "num_workers", "keep_checkpoints"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"PretrainConfig.{name} must not be negative")
+        if self.batch_size % self.gradient_accumulation_steps:
+            raise ValueError(
+                f"batch_size {self.batch_size} is not divisible by gradient_accumulation_steps "
+                f"{self.gradient_accumulation_steps}"
+            )
+        if not self.learning_rate > 0 or self.weight_decay < 0 or not self.max_grad_norm > 0:
+            raise ValueError("need learning_rate > 0, weight_decay >= 0 and max_grad_norm > 0")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per forward pass: the batch split over the accumulation steps."""
+        return self.batch_size // self.gradient_accumulation_steps
+
+
+# --- fine-tuning ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskDataConfig:
+    """How task examples become model inputs. Defaults are google-research/bert's flags
+    (`run_classifier.py` max_seq_length 128; `run_squad.py` 384/128/64/20/30)."""
+
+    max_seq_length: int = 128  # run_classifier.py; SQuAD uses `squad_max_seq_length`
+    squad_max_seq_length: int = 384  # run_squad.py max_seq_length
+    doc_stride: int = 128  # run_squad.py: pieces between the starts of two context windows
+    max_query_length: int = 64  # run_squad.py: question pieces kept
+    n_best_size: int = 20  # run_squad.py: starts and ends considered per window
+    max_answer_length: int = 30  # run_squad.py: longest answer, in pieces
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_seq_length",
+            "squad_max_seq_length",
+            "doc_stride",
+            "max_query_length",
+            "n_best_size",
+            "max_answer_length",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TaskDataConfig.{name} must be a positive integer, got {value!r}")
+        if self.max_seq_length < 3:  # [CLS] piece [SEP]
+            raise ValueError(f"max_seq_length must be at least 3, got {self.max_seq_length}")
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """How a task head is trained. Defaults follow the BERT paper §4 and Appendix A.3 (batch 16
+    or 32; Adam learning rate 5e-5, 3e-5 or 2e-5; 2 to 4 epochs) and google-research/bert's
+    `run_classifier.py` (warmup proportion 0.1, weight decay 0.01, gradient clipping at 1.0)."""
+
+    learning_rate: float = 2e-5  # paper A.3: one of 5e-5, 3e-5, 2e-5
+    batch_size: int = 32  # paper A.3: 16 or 32; examples per optimizer step
+    num_train_epochs: int = 3  # paper A.3: 2, 3 or 4
+    warmup_proportion: float = 0.1  # run_classifier.py: linear warmup over 10% of the steps
+    weight_decay: float = 0.01  # Google's AdamWeightDecayOptimizer
+    max_grad_norm: float = 1.0  # Google's optimization.py: clip_by_global_norm(grads, 1.0)
+    gradient_accumulation_steps: int = 1  # micro-batches of batch_size // steps each
+    eval_batch_size: int = 64  # inference only: no gradients, so twice the training batch fits
+    early_stopping_patience: int = 0  # epochs without a better dev score before stopping; 0: off
+    do_freeze_encoder: bool = False  # feature-based use (paper §5.3): only the head trains
+    freeze_layers: int = 0  # embeddings and the first K encoder layers frozen
+    seed: int = 42  # run_classifier.py / transformers default seed
+    precision: str = "auto"  # see training.runtime.PRECISIONS
+    log_every_steps: int = 10  # a training record in metrics.jsonl every this many steps
+
+    def __post_init__(self) -> None:
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}")
+        for name in ("batch_size", "num_train_epochs", "gradient_accumulation_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"FinetuneConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("eval_batch_size", "log_every_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FinetuneConfig.{name} must be positive")
+        if self.batch_size % self.gradient_accumulation_steps:
+            raise ValueError(
+                f"batch_size {self.batch_size} is not divisible by gradient_accumulation_steps "
+                f"{self.gradient_accumulation_steps}"
+            )
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        if self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError("weight_decay must be >= 0 and max_grad_norm > 0")
+        if self.early_stopping_patience < 0 or self.freeze_layers < 0:
+            raise ValueError("early_stopping_patience and freeze_layers must be >= 0")
+        if self.do_freeze_encoder and self.freeze_layers:
+            raise ValueError("give do_freeze_encoder or freeze_layers, not both")
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per forward pass: the batch split over the accumulation steps."""
+        return self.batch_size // self.gradient_accumulation_steps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,40 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# --- a synthetic corpus for fast pre-training tests (no shared data needed) ---------------------
+
+PRETRAIN_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PRETRAIN_NUM_WORDS = 120
+
+
+def write_pretrain_vocab(directory: Path) -> Path:
+    words = [f"w{index}" for index in range(PRETRAIN_NUM_WORDS)]
+    path = directory / "vocab.txt"
+    path.write_text("\n".join(PRETRAIN_SPECIAL_TOKENS + words + ["."]) + "\n", encoding="utf-8")
+    return path
+
+
+def write_pretrain_corpus(path: Path, num_documents: int = 30, seed: int = 0) -> Path:
+    """Documents of 4-12 sentences, each of 3-15 words drawn with a skewed distribution."""
+    rng = random.Random(seed)
+    documents = []
+    for _ in range(num_documents):
+        sentences = []
+        for _ in range(rng.randint(4, 12)):
+            length = rng.randint(3, 15)
+            words = [
+                f"w{min(int(rng.expovariate(0.08)), PRETRAIN_NUM_WORDS - 1)}" for _ in range(length)
+            ]
+            sentences.append(" ".join(words) + " .")
+        documents.append("\n".join(sentences))
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pretrain_files(tmp_path_factory) -> tuple[Path, Path]:
+    """(vocab.txt, corpus.txt) of the synthetic word-level corpus: 30 documents."""
+    directory = tmp_path_factory.mktemp("pretrain_files")
+    return write_pretrain_vocab(directory), write_pretrain_corpus(directory / "corpus.txt")

@@ -435,7 +435,7 @@ def create_instances_from_document(
       is split at a random token. Only a one-token last sentence is forced to NotNext.
     - `mlm` and `clm`: contiguous segments of whole sentences of at most `max_seq_length - 2`
       tokens (or the short target); a sentence longer than that is cut into pieces. Every token of
-      the document appears exactly once; no B, no NSP label. For `clm` the model derives the
+      the document appears exactly once; no B, no NSP label. For `clm` the collator derives the
       next-token labels from the segment.
 
     Example (target length 7 - 3 = 4; with seed 7 every B is random: [3, 4] is put back after

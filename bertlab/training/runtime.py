@@ -137,3 +137,6 @@ def all_reduce_mean(values: torch.Tensor, context: DistributedContext) -> torch.
 def barrier(context: DistributedContext) -> None:
     if context.is_distributed:
         dist.barrier()
+
+
+SINGLE_PROCESS = DistributedContext()

@@ -1,0 +1,536 @@
+"""The pre-training loop: MLM (+ NSP) or causal LM, resumable exactly, one process or many.
+
+One optimizer step = `gradient_accumulation_steps` micro-batches in every process. The masked-LM
+loss is normalized by the masked tokens of the whole global step (all micro-batches, all
+processes), and NSP by its examples, so the gradient of a step does not depend on how the global
+batch is split over processes or micro-batches: 2 processes of batch 4 follow 1 process of batch 8.
+
+Exact resume: a checkpoint holds the weights, the optimizer and schedule, every generator's state
+and the data position; a resumed run continues as if never stopped (bit-identical on the CPU for
+step-limited runs; a time budget depends on the clock by nature).
+"""
+
+# Shapes: B batch, L sequence length, P masked positions per sequence, V vocab.
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from bertlab.checkpoint import load_into, read_weights
+from bertlab.config import PretrainConfig, PretrainDataConfig
+from bertlab.data.corpus import TokenizedCorpus
+from bertlab.data.pretraining import SpecialIds
+from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
+from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
+from bertlab.tokenization import Tokenizer
+from bertlab.training import checkpointing
+from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
+from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmup_decay
+from bertlab.training.runtime import (
+    SINGLE_PROCESS,
+    DistributedContext,
+    autocast,
+    resolve_precision,
+    rng_state,
+    set_rng_state,
+    set_seed,
+)
+
+logger = logging.getLogger(__name__)
+
+FINAL_DIR = "final"
+HELD_OUT_FRACTION = 0.02  # documents set aside for evaluation
+MAX_HELD_OUT_DOCUMENTS = 200
+MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
+EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
+PREFETCH_BATCHES = 8  # batches a data worker keeps ready
+SECONDS_PER_MINUTE = 60.0
+# Statistics summed over micro-batches and processes, in this order.
+STATS = ("mlm_loss_sum", "mlm_correct", "mlm_count", "nsp_loss_sum", "nsp_correct", "nsp_count")
+STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
+CURVE_PANELS = (
+    ("loss", "loss (nats)", "total loss"),
+    ("mlm_loss", "loss (nats)", "masked-LM loss"),
+    ("mlm_accuracy", "accuracy", "masked-LM accuracy"),
+    ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
+    ("learning_rate", "learning rate", "learning rate"),
+    ("tokens_per_second", "tokens / s", "throughput"),
+)
+
+
+@dataclass
+class Progress:
+    """Counters saved with every checkpoint."""
+
+    step: int = 0
+    tokens: int = 0  # non-padding tokens trained on, all processes
+    elapsed: float = 0.0  # seconds spent in training steps, across resumes
+    position: StreamPosition = StreamPosition()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"position": self.position.to_dict()}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Progress:
+        return cls(**(values | {"position": StreamPosition(**values["position"])}))
+
+
+@dataclass(frozen=True)
+class PretrainResult:
+    progress: Progress
+    final_dir: Path | None
+    last_eval: dict[str, float] | None
+
+
+def held_out_split(num_documents: int, eval_examples: int) -> tuple[int, int]:
+    """(training documents, held-out documents): the last documents are held out."""
+    if eval_examples == 0 or num_documents < MIN_TRAIN_DOCUMENTS + 2:
+        return num_documents, 0
+    held_out = min(MAX_HELD_OUT_DOCUMENTS, max(2, round(num_documents * HELD_OUT_FRACTION)))
+    return num_documents - held_out, held_out
+
+
+def pretrain(
+    model: BertForPreTraining,
+    tokenizer: Tokenizer,
+    corpus: TokenizedCorpus,
+    data_config: PretrainDataConfig,
+    config: PretrainConfig,
+    out_dir: str | os.PathLike,
+    context: DistributedContext = SINGLE_PROCESS,
+    resume: bool = False,
+    show_progress: bool = True,
+) -> PretrainResult:
+    """Pre-train `model` on `corpus`; write checkpoints, metrics and `OUT/final/` (rank 0).
+
+    Args:
+        model: a fresh or loaded `BertForPreTraining` on the CPU, built after `set_seed`.
+        tokenizer: the corpus's tokenizer; saved beside every model written.
+        corpus: the tokenized corpus (`build_corpus`).
+        data_config: how examples are built and masked.
+        config: the loop's settings.
+        out_dir: the run directory.
+        context: this process's place in a torchrun job.
+        resume: continue from the latest checkpoint in `out_dir`.
+        show_progress: a progress bar (rank 0 only).
+
+    Raises:
+        ValueError: nothing to resume from, a checkpoint from a different setup, a batch that
+            does not fit in memory.
+    """
+    run = _Run(model, tokenizer, corpus, data_config, config, Path(out_dir), context)
+    if resume:
+        run.resume()
+    return run.train(show_progress)
+
+
+class _Run:
+    """The state of one pre-training run and the steps of its loop."""
+
+    def __init__(
+        self,
+        model: BertForPreTraining,
+        tokenizer: Tokenizer,
+        corpus: TokenizedCorpus,
+        data_config: PretrainDataConfig,
+        config: PretrainConfig,
+        out_dir: Path,
+        context: DistributedContext,
+    ) -> None:
+        self.tokenizer, self.data_config, self.config = tokenizer, data_config, config
+        self.out_dir, self.context = out_dir, context
+        self.device = context.device()
+        self.precision = resolve_precision(config.precision, self.device)
+        self.model = model.to(self.device)
+        self.optimizer = build_optimizer(self.model, config.learning_rate, config.weight_decay)
+        if config.max_steps is not None:
+            warmup = round(config.warmup_fraction * config.max_steps)
+            self.schedule = linear_warmup_decay(self.optimizer, warmup, config.max_steps)
+        else:
+            self.schedule = BudgetSchedule(self.optimizer, config.warmup_fraction, config.schedule)
+        self.progress = Progress()
+        self.metrics: MetricsLog | None = None
+        self.restored_rng: dict[str, Any] | None = None
+        num_train, num_held_out = held_out_split(corpus.num_documents, config.eval_examples)
+        special = SpecialIds.from_vocab(tokenizer.get_vocab())
+        self.spec = StreamSpec(
+            corpus.directory,
+            (0, num_train),
+            data_config,
+            special,
+            model.config.vocab_size,
+            config.seed,
+            config.micro_batch_size,
+            context.rank,
+            context.world_size,
+        )
+        self.eval_spec = None
+        if num_held_out:
+            self.eval_spec = dataclasses.replace(
+                self.spec,
+                documents=(num_train, num_train + num_held_out),
+                seed=config.seed + EVAL_SEED_OFFSET,
+                rank=0,
+                world_size=1,
+            )
+        self.setup_key = _setup_key(data_config, config, context, model)
+
+    # --- resume ---------------------------------------------------------------------------
+
+    def resume(self) -> None:
+        checkpoint_dir = checkpointing.latest_checkpoint(self.out_dir)
+        if checkpoint_dir is None:
+            raise ValueError(f"--resume: no checkpoint in {self.out_dir / 'checkpoints'}")
+        state = checkpointing.load_state(checkpoint_dir)
+        for key, value in state["setup"].items():
+            if self.setup_key.get(key) != value:
+                raise ValueError(
+                    f"cannot resume from {checkpoint_dir}: {key} was {value!r}, "
+                    f"now {self.setup_key.get(key)!r}; use the same settings or a new --out"
+                )
+        weights = read_weights(checkpoint_dir)
+        load_into(self.model, weights, self.model.base_prefix, source=str(checkpoint_dir))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.progress = Progress.from_dict(state["progress"])
+        self.restored_rng = state["rng"][self.context.rank]
+        logger.info("resuming from %s (step %d)", checkpoint_dir, self.progress.step)
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def train(self, show_progress: bool) -> PretrainResult:
+        context, config = self.context, self.config
+        if context.is_main:
+            resume_step = self.progress.step if self.restored_rng is not None else None
+            self.metrics = MetricsLog(self.out_dir / METRICS_FILE, resume_step)
+        eval_batches = self._eval_batches() if context.is_main else []
+        train_model = self._wrap_model()
+        batches = self._batches()
+        if self.restored_rng is not None:
+            set_rng_state(checkpointing.restore_rng_state(self.restored_rng))
+        else:
+            set_seed(config.seed + context.rank)  # dropout differs between processes
+        bar = self._progress_bar(show_progress)
+        window = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+        window_start, last_checkpoint = time.perf_counter(), time.monotonic()
+        last_eval = None
+        while not self._done():
+            started = time.perf_counter()
+            micro_batches = [next(batches) for _ in range(config.gradient_accumulation_steps)]
+            self._schedule_before_step()
+            stats = self._step(train_model, [batch for batch, _ in micro_batches])
+            self.progress.elapsed += self._agreed(time.perf_counter() - started)
+            self.progress.step += 1
+            self.progress.tokens += int(stats[STAT_TOKENS])
+            self.progress.position = micro_batches[-1][1]
+            window += stats
+            self._update_bar(bar, stats, started)
+            if self.progress.step % config.log_every_steps == 0 or self._done():
+                self._log_train(window, time.perf_counter() - window_start)
+                window.zero_()
+                window_start = time.perf_counter()
+            if eval_batches and (self._eval_due() or self._done()):
+                last_eval = self._evaluate(eval_batches)
+            if self._checkpoint_due(last_checkpoint):
+                self._save_checkpoint()
+                last_checkpoint = time.monotonic()
+        if bar is not None:
+            bar.close()
+        if self._checkpointing() and checkpointing.latest_checkpoint(self.out_dir) != (
+            self.out_dir
+            / checkpointing.CHECKPOINTS_DIR
+            / checkpointing.checkpoint_name(self.progress.step)
+        ):
+            self._save_checkpoint()
+        final_dir = self._save_final() if context.is_main else None
+        return PretrainResult(self.progress, final_dir, last_eval)
+
+    def _done(self) -> bool:
+        if self.config.max_steps is not None:
+            return self.progress.step >= self.config.max_steps
+        return self.progress.elapsed >= self.config.max_time
+
+    def _eval_due(self) -> bool:
+        every = self.config.eval_every_steps
+        return bool(every) and self.progress.step % every == 0
+
+    def _checkpointing(self) -> bool:
+        return bool(self.config.checkpoint_every_steps or self.config.checkpoint_every_minutes)
+
+    def _checkpoint_due(self, last_checkpoint: float) -> bool:
+        config, step = self.config, self.progress.step
+        due = bool(config.checkpoint_every_steps) and step % config.checkpoint_every_steps == 0
+        if config.checkpoint_every_minutes:
+            minutes = (time.monotonic() - last_checkpoint) / SECONDS_PER_MINUTE
+            due = due or self._agreed(float(minutes >= config.checkpoint_every_minutes)) > 0
+        return due
+
+    def _agreed(self, value: float) -> float:
+        """Rank 0's `value` in every process (clock readings must not make processes diverge)."""
+        if not self.context.is_distributed:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64)
+        dist.broadcast(tensor, src=0)
+        return float(tensor)
+
+    def _schedule_before_step(self) -> None:
+        if isinstance(self.schedule, BudgetSchedule):
+            self.schedule.step(self.progress.elapsed / self.config.max_time)
+
+    def _step(self, train_model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        """One optimizer step over the micro-batches; returns the summed statistics."""
+        context = self.context
+        counts = [int((batch["labels"] != IGNORE_INDEX).sum()) for batch in batches]
+        total = _all_reduce_sum(torch.tensor([float(sum(counts))], dtype=torch.float64), context)
+        total_predictions = max(float(total), 1.0)
+        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+        for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
+            batch = {key: value.to(self.device) for key, value in batch.items()}
+            is_last = index == len(batches) - 1
+            sync = contextlib.nullcontext()
+            if context.is_distributed and not is_last:
+                sync = train_model.no_sync()
+            with sync, _out_of_memory_as_error(batch):
+                with autocast(self.device, self.precision):
+                    output = train_model(**batch)
+                # Sum of token losses over the global step's masked tokens; DDP averages the
+                # processes' gradients, hence the factor world_size.
+                loss = output.mlm_loss * (count * context.world_size / total_predictions)
+                if output.nsp_loss is not None:
+                    loss = loss + output.nsp_loss / len(batches)
+                loss.backward()
+            stats += _batch_stats(output, batch, count)
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if not isinstance(self.schedule, BudgetSchedule):
+            self.schedule.step()
+        return _all_reduce_sum(stats, context)
+
+    # --- data -----------------------------------------------------------------------------
+
+    def _batches(self) -> Iterator[tuple[dict[str, torch.Tensor], StreamPosition]]:
+        stream = PretrainingStream(self.spec, self.progress.position)
+        workers = self.config.num_workers
+        loader = torch.utils.data.DataLoader(
+            stream,
+            batch_size=None,
+            num_workers=workers,
+            prefetch_factor=PREFETCH_BATCHES if workers else None,
+            # Its own generator: creating the iterator must not draw from the global RNG,
+            # or a resumed run's dropout would differ from the uninterrupted run's.
+            generator=torch.Generator(),
+        )
+        return iter(loader)
+
+    def _eval_batches(self) -> list[dict[str, torch.Tensor]]:
+        """A fixed held-out set (fixed masks), built once."""
+        if self.eval_spec is None:
+            return []
+        return held_out_batches(self.eval_spec, self.config.eval_examples)
+
+    # --- model ----------------------------------------------------------------------------
+
+    def _wrap_model(self) -> nn.Module:
+        train_model: nn.Module = self.model.train()
+        if self.context.is_distributed:
+            # Without NSP the pooler and NSP head get no gradient.
+            unused = self.data_config.objective != "mlm+nsp"
+            train_model = DistributedDataParallel(train_model, find_unused_parameters=unused)
+        if self.config.do_compile:
+            train_model = torch.compile(train_model)
+        return train_model
+
+    @torch.no_grad()
+    def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        self.model.eval()
+        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+        for batch in batches:
+            batch = {key: value.to(self.device) for key, value in batch.items()}
+            with autocast(self.device, self.precision):
+                output = self.model(**batch)
+            stats += _batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
+        self.model.train()
+        values = _summary(stats)
+        self.metrics.log("eval", self.progress.step, tokens=self.progress.tokens, **values)
+        self._plot()
+        return values
+
+    # --- output ---------------------------------------------------------------------------
+
+    def _progress_bar(self, show_progress: bool) -> tqdm | None:
+        if not (show_progress and self.context.is_main):
+            return None
+        if self.config.max_steps is not None:
+            return tqdm(total=self.config.max_steps, initial=self.progress.step, unit="step")
+        return tqdm(
+            total=round(self.config.max_time),
+            initial=round(self.progress.elapsed),
+            unit="s",
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]",
+        )
+
+    def _update_bar(self, bar: tqdm | None, stats: torch.Tensor, started: float) -> None:
+        if bar is None:
+            return
+        values = _summary(stats)
+        tokens_per_second = float(stats[STAT_TOKENS]) / max(time.perf_counter() - started, 1e-9)
+        bar.set_postfix(loss=f"{values['loss']:.3f}", tok_s=f"{tokens_per_second:,.0f}")
+        if self.config.max_steps is not None:
+            bar.update(1)
+        else:
+            bar.update(min(round(self.progress.elapsed), bar.total) - bar.n)
+
+    def _log_train(self, window: torch.Tensor, seconds: float) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.log(
+            "train",
+            self.progress.step,
+            tokens=self.progress.tokens,
+            elapsed_seconds=round(self.progress.elapsed, 3),
+            learning_rate=self.optimizer.param_groups[0]["lr"],
+            tokens_per_second=float(window[STAT_TOKENS]) / max(seconds, 1e-9),
+            **_summary(window),
+        )
+
+    def _plot(self) -> None:
+        plot_curves(
+            self.metrics.records(),
+            CURVE_PANELS,
+            self.out_dir / CURVES_FILE,
+            "pre-training",
+        )
+
+    def _save_checkpoint(self) -> None:
+        states = [checkpointing.portable_rng_state(rng_state())]
+        if self.context.is_distributed:
+            states = [None] * self.context.world_size
+            dist.all_gather_object(states, checkpointing.portable_rng_state(rng_state()))
+        if not self.context.is_main:
+            return
+        state = {
+            "setup": self.setup_key,
+            "progress": self.progress.to_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "rng": states,
+        }
+        path = checkpointing.save_checkpoint(
+            self.out_dir, self.progress.step, self.model, state, self.config.keep_checkpoints
+        )
+        self.tokenizer.save_pretrained(path)
+
+    def _save_final(self) -> Path:
+        if self.metrics is not None:
+            self._plot()
+        final = self.out_dir / FINAL_DIR
+        staging = Path(tempfile.mkdtemp(prefix=".final.", suffix=".partial", dir=self.out_dir))
+        try:
+            self.model.save_pretrained(staging)
+            self.tokenizer.save_pretrained(staging)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return final
+
+
+def _setup_key(
+    data_config: PretrainDataConfig,
+    config: PretrainConfig,
+    context: DistributedContext,
+    model: BertForPreTraining,
+) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues."""
+    return {
+        "data_config": dataclasses.asdict(data_config),
+        "seed": config.seed,
+        "batch_size": config.batch_size,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "world_size": context.world_size,
+        "budget": config.max_steps if config.max_steps is not None else config.max_time,
+        "vocab_size": model.config.vocab_size,
+        "hidden_size": model.config.hidden_size,
+        "num_hidden_layers": model.config.num_hidden_layers,
+    }
+
+
+def _all_reduce_sum(values: torch.Tensor, context: DistributedContext) -> torch.Tensor:
+    if context.is_distributed:
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values
+
+
+def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
+    """[mlm loss sum, mlm correct, mlm count, nsp loss sum, nsp correct, nsp count, tokens]."""
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    with torch.no_grad():
+        labels = batch["labels"]
+        if count:
+            predicted = output.mlm_logits.argmax(dim=-1)  # (B, P) or (B, L)
+            stats[0] = float(output.mlm_loss) * count
+            stats[1] = float(((predicted == labels) & (labels != IGNORE_INDEX)).sum())
+            stats[2] = count
+        if output.nsp_loss is not None:
+            nsp_labels = batch["next_sentence_label"]  # (B,)
+            stats[3] = float(output.nsp_loss) * len(nsp_labels)
+            stats[4] = float((output.nsp_logits.argmax(dim=-1) == nsp_labels).sum())
+            stats[5] = len(nsp_labels)
+        stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
+    return stats
+
+
+def _summary(stats: torch.Tensor) -> dict[str, float]:
+    """Loss and accuracies from summed statistics."""
+    values: dict[str, float] = {}
+    mlm_loss_sum, mlm_correct, mlm_count, nsp_loss_sum, nsp_correct, nsp_count = stats[
+        :STAT_TOKENS
+    ].tolist()
+    loss = 0.0
+    if mlm_count:
+        values["mlm_loss"] = mlm_loss_sum / mlm_count
+        values["mlm_accuracy"] = mlm_correct / mlm_count
+        loss += values["mlm_loss"]
+    if nsp_count:
+        values["nsp_loss"] = nsp_loss_sum / nsp_count
+        values["nsp_accuracy"] = nsp_correct / nsp_count
+        loss += values["nsp_loss"]
+    values["loss"] = loss
+    return values
+
+
+@contextlib.contextmanager
+def _out_of_memory_as_error(batch: dict[str, torch.Tensor]) -> Iterator[None]:
+    """A batch too large for memory becomes a one-line `ValueError` saying what to change."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as error:
+        text = str(error)
+        if not isinstance(error, torch.OutOfMemoryError | MemoryError) and (
+            "out of memory" not in text and "allocate" not in text
+        ):
+            raise
+        rows, length = batch["input_ids"].shape
+        raise ValueError(
+            f"a micro-batch of {rows} sequences of {length} tokens does not fit in memory; "
+            "lower --batch-size or raise --gradient-accumulation-steps"
+        ) from error
