@@ -359,7 +359,7 @@ class _ChunkEncoder:
             sentence_line.extend([len(breaks_before)] * len(pieces))
             breaks_before.append(seen_break)
             seen_break = False
-        ids = _encode_ids(self.tokenizer, sentences)
+        ids = self.tokenizer.encode_ids(sentences)
         kept = [index for index, sentence_ids in enumerate(ids) if sentence_ids]
         kept_lines = {sentence_line[index] for index in kept}
         # A document break belongs to the first kept sentence after it.
@@ -400,12 +400,6 @@ class _ChunkEncoder:
             for sentence_ids in ids
         ]
         return np.fromiter(itertools.chain.from_iterable(starts), dtype=bool, count=len(flat))
-
-
-def _encode_ids(tokenizer: Tokenizer, texts: list[str]) -> list[list[int]]:
-    """Token ids of each text, no special tokens, encoded as one batch."""
-    encodings = tokenizer.backend.encode_batch_fast(texts, add_special_tokens=False)
-    return [encoding.ids for encoding in encodings]
 
 
 def _token_dtype(tokenizer: Tokenizer) -> np.dtype:
