@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertlab.data import corpus as corpus_module
+from bertlab.data import corpus_encode
 from bertlab.data.corpus import (
     META_FILE,
     TokenizedCorpus,
@@ -173,13 +173,13 @@ def test_chinese_whole_word_starts_follow_the_segmenter(tokenizer, tmp_path):
 
 def count_encoding(monkeypatch) -> list[int]:
     calls = []
-    original = corpus_module._ChunkEncoder.__call__
+    original = corpus_encode.ChunkEncoder.__call__
 
     def counted(self, task):
         calls.append(len(task.lines))
         return original(self, task)
 
-    monkeypatch.setattr(corpus_module._ChunkEncoder, "__call__", counted)
+    monkeypatch.setattr(corpus_encode.ChunkEncoder, "__call__", counted)
     return calls
 
 
@@ -287,7 +287,7 @@ def test_failure_keeps_the_previous_corpus(tokenizer, corpus_files, tmp_path, mo
     def fail(self):
         raise OSError("disk full")
 
-    monkeypatch.setattr(corpus_module._CorpusWriter, "finish", fail)
+    monkeypatch.setattr(corpus_encode.CorpusWriter, "finish", fail)
     with pytest.raises(OSError, match="disk full"):
         build_corpus(corpus_files, tokenizer, out, show_progress=False, num_workers=0)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["en.txt", "out", "zh.txt.gz"]
