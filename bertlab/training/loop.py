@@ -369,7 +369,6 @@ class _Run:
         self.model.train()
         values = _summary(stats)
         self.metrics.log("eval", self.progress.step, tokens=self.progress.tokens, **values)
-        self._plot()
         return values
 
     # --- output ---------------------------------------------------------------------------
@@ -436,6 +435,7 @@ class _Run:
             self.out_dir, self.progress.step, self.model, state, self.config.keep_checkpoints
         )
         self.tokenizer.save_pretrained(path)
+        self._plot()  # curves.png follows the run checkpoint by checkpoint
 
     def _save_final(self) -> Path:
         if self.metrics is not None:
