@@ -197,5 +197,5 @@ def load_into(
     if missing:
         logger.warning("newly initialized (not in %s): %s", source, ", ".join(missing))
     if unexpected:
-        logger.info("not used from %s: %s", source, ", ".join(unexpected))
+        logger.debug("not used from %s: %s", source, ", ".join(unexpected))
     return missing, unexpected

@@ -1,0 +1,155 @@
+"""Looking inside a model: fill-mask predictions and attention maps.
+
+Both work on any bertlab or Hugging Face-layout directory that holds `config.json`, the weights
+and `vocab.txt`. Fill-mask needs the masked-LM head, which pre-trained checkpoints have and
+fine-tuned ones usually do not; attention maps need only the encoder.
+"""
+
+# Shapes: L sequence length, N attention heads, V vocab.
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from bertlab import checkpoint
+from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.tokenization import MASK_TOKEN, Tokenizer
+
+MLM_HEAD_KEY = "cls.predictions.transform.dense.weight"
+ATTENTION_COLUMNS = 4  # heads per row of the attention figure
+HEATMAP_INCHES = 3.2
+FIGURE_DPI = 110
+MAX_TITLE_CHARACTERS = 70
+
+
+@dataclass(frozen=True)
+class MaskPrediction:
+    """The top-k tokens at one [MASK], most probable first."""
+
+    position: int  # index of the [MASK] among the input pieces
+    tokens: list[str]
+    probabilities: list[float]
+
+
+def load_for_fill_mask(directory: str | os.PathLike) -> tuple[BertForPreTraining, Tokenizer]:
+    """The model with its masked-LM head, and its tokenizer.
+
+    Raises:
+        ValueError: the checkpoint has no masked-LM head (a fine-tuned model, for instance).
+    """
+    config_values, weights = checkpoint.read_model(directory)
+    keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
+    if MLM_HEAD_KEY not in keys:
+        architecture = (config_values.get("architectures") or ["a model without it"])[0]
+        raise ValueError(
+            f"{directory} has no masked-LM head ({architecture}); fill-mask needs a pre-trained "
+            "model such as the OUT/final of `bertlab pretrain`"
+        )
+    model = BertForPreTraining.from_pretrained(directory).eval()
+    return model, Tokenizer.from_pretrained(directory)
+
+
+@torch.no_grad()
+def fill_mask(
+    model: BertForPreTraining, tokenizer: Tokenizer, text: str, top_k: int = 5
+) -> list[MaskPrediction]:
+    """Predict every [MASK] in `text` (each independently, in one forward pass).
+
+    Example:
+        >>> fill_mask(model, tokenizer, "paris is the [MASK] of france.")  # doctest: +SKIP
+        [MaskPrediction(position=4, tokens=['capital', ...], probabilities=[0.93, ...])]
+
+    Raises:
+        ValueError: `text` has no [MASK], or `top_k` < 1.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
+    if MASK_TOKEN not in text:
+        raise ValueError(f"the text has no {MASK_TOKEN} to fill: {text!r}")
+    encoding = tokenizer(text, max_length=model.config.max_position_embeddings)
+    input_ids = torch.tensor([encoding["input_ids"]])  # (1, L)
+    positions = (input_ids[0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
+    if not positions:
+        raise ValueError(f"every {MASK_TOKEN} was cut off by the model's maximum length")
+    logits = model(input_ids, token_type_ids=torch.tensor([encoding["token_type_ids"]])).mlm_logits
+    probabilities = logits[0].float().softmax(dim=-1)  # (L, V)
+    predictions = []
+    for position in positions:
+        top = probabilities[position].topk(min(top_k, probabilities.shape[-1]))
+        tokens = tokenizer.convert_ids_to_tokens(top.indices.tolist())
+        predictions.append(MaskPrediction(position, tokens, top.values.tolist()))
+    return predictions
+
+
+def load_encoder(directory: str | os.PathLike) -> tuple[BertModel, Tokenizer]:
+    """The encoder of any BERT directory (pre-trained or fine-tuned) and its tokenizer."""
+    return BertModel.from_pretrained(directory).eval(), Tokenizer.from_pretrained(directory)
+
+
+@torch.no_grad()
+def attention_maps(
+    model: BertModel, tokenizer: Tokenizer, text: str, layer: int
+) -> tuple[list[str], torch.Tensor]:
+    """The pieces of `[CLS] text [SEP]` and layer `layer`'s attention (N, L, L), query by key.
+
+    Args:
+        layer: 1-based, as in "layer 1 of 12"; negative counts from the last (-1 = last).
+
+    Raises:
+        ValueError: a layer the model does not have, or an empty text.
+    """
+    num_layers = model.config.num_hidden_layers
+    if not (1 <= layer <= num_layers or -num_layers <= layer <= -1):
+        raise ValueError(f"the model has layers 1..{num_layers}, not {layer}")
+    encoding = tokenizer(text, max_length=model.config.max_position_embeddings)
+    if len(encoding["input_ids"]) <= 2:
+        raise ValueError("the text has no tokens to show")
+    output = model(torch.tensor([encoding["input_ids"]]), output_attentions=True)
+    index = layer - 1 if layer > 0 else num_layers + layer
+    pieces = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+    return pieces, output.attentions[index][0].float()  # (N, L, L)
+
+
+def plot_attention(
+    pieces: list[str], attentions: torch.Tensor, layer: int, text: str, out_path: str | Path
+) -> Path:
+    """One heatmap per head (query rows, key columns), written atomically as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    num_heads = attentions.shape[0]
+    columns = min(ATTENTION_COLUMNS, num_heads)
+    rows = math.ceil(num_heads / columns)
+    scale = max(1.0, len(pieces) / 12)
+    size = (HEATMAP_INCHES * columns * scale, HEATMAP_INCHES * rows * scale)
+    figure, axes = plt.subplots(rows, columns, figsize=size, squeeze=False)
+    top = float(attentions.max())  # one color scale for every head
+    for head, axis in enumerate(axes.flat):
+        if head >= num_heads:
+            axis.set_visible(False)
+            continue
+        image = axis.imshow(attentions[head].numpy(), vmin=0.0, vmax=top, cmap="viridis")
+        axis.set_title(f"head {head + 1}")
+        axis.set_xticks(range(len(pieces)), pieces, rotation=90, fontsize=7)
+        axis.set_yticks(range(len(pieces)), pieces, fontsize=7)
+        if head // columns == rows - 1 or head + columns >= num_heads:
+            axis.set_xlabel("attended-to token (key)")
+        if head % columns == 0:
+            axis.set_ylabel("attending token (query)")
+    figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight (probability)")
+    shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."
+    figure.suptitle(f"Attention of layer {layer}, every head: {shown!r}")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out_path.with_name(f".{out_path.name}.tmp.png")
+    figure.savefig(temporary, dpi=FIGURE_DPI, bbox_inches="tight")
+    plt.close(figure)
+    os.replace(temporary, out_path)
+    return out_path

@@ -1,0 +1,81 @@
+"""`bertlab fill-mask` and `bertlab attention` on small random models saved to disk."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertlab.cli import main
+from bertlab.heads import BertForSequenceClassification
+from bertlab.inspection import attention_maps, fill_mask, load_encoder, load_for_fill_mask
+from bertlab.modeling import BertForPreTraining
+from bertlab.tokenization import Tokenizer
+
+
+@pytest.fixture
+def model_dirs(tmp_path, pretrain_files, tiny_config):
+    vocab, _ = pretrain_files
+    tokenizer = Tokenizer.from_pretrained(vocab)
+    config = tiny_config.replace(vocab_size=tokenizer.vocab_size)
+    torch.manual_seed(0)
+    pretrained, finetuned = tmp_path / "pretrained", tmp_path / "finetuned"
+    BertForPreTraining(config).save_pretrained(pretrained)
+    BertForSequenceClassification(config, num_labels=2).save_pretrained(finetuned)
+    for directory in (pretrained, finetuned):
+        tokenizer.save_pretrained(directory)
+    return pretrained, finetuned
+
+
+def test_fill_mask_gives_the_mlm_heads_softmax(model_dirs) -> None:
+    model, tokenizer = load_for_fill_mask(model_dirs[0])
+    text = "w1 [MASK] w3 . [MASK]"
+    predictions = fill_mask(model, tokenizer, text, top_k=3)
+    assert [p.position for p in predictions] == [2, 5]
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    expected = model(ids).mlm_logits[0, 2].softmax(-1).topk(3)
+    assert predictions[0].probabilities == pytest.approx(expected.values.tolist(), abs=1e-6)
+    assert predictions[0].tokens == tokenizer.convert_ids_to_tokens(expected.indices.tolist())
+    assert predictions[0].probabilities == sorted(predictions[0].probabilities, reverse=True)
+
+
+@pytest.mark.golden
+def test_attention_maps_equal_transformers(model_dirs) -> None:
+    transformers = pytest.importorskip("transformers")
+    model, tokenizer = load_encoder(model_dirs[1])
+    pieces, attentions = attention_maps(model, tokenizer, "w1 w2 w3 .", layer=2)
+    assert pieces == ["[CLS]", "w1", "w2", "w3", ".", "[SEP]"]
+    reference = transformers.BertModel.from_pretrained(model_dirs[1], attn_implementation="eager")
+    ids = torch.tensor([tokenizer("w1 w2 w3 .")["input_ids"]])
+    expected = reference(ids, output_attentions=True).attentions[1][0]
+    torch.testing.assert_close(attentions, expected, atol=1e-5, rtol=1e-5)
+    assert attentions.sum(-1) == pytest.approx(torch.ones(4, 6))
+
+
+def test_cli_prints_predictions_and_draws_attention(model_dirs, tmp_path, capsys) -> None:
+    assert main(["fill-mask", "--model", str(model_dirs[0]), "w1 [MASK] .", "--top-k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "w1 [MASK] ." and lines[1].strip() == "[MASK] 1:" and len(lines) == 4
+    assert lines[2].strip().endswith("%")
+    out = tmp_path / "maps" / "attention.png"
+    for directory in model_dirs:  # pre-trained and fine-tuned models alike
+        assert (
+            main(["attention", "--model", str(directory), "--text", "w1 w2", "--out", str(out)])
+            == 0
+        )
+        assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_errors_are_one_line(model_dirs, tmp_path, capsys) -> None:
+    cases = [
+        (["fill-mask", "--model", str(model_dirs[1]), "w1 [MASK]"], "no masked-LM head"),
+        (["fill-mask", "--model", str(model_dirs[0]), "no mask here"], "has no [MASK]"),
+        (["fill-mask", "--model", str(tmp_path / "nowhere"), "[MASK]"], "nowhere"),
+        (["attention", "--model", str(model_dirs[0]), "--text", "w1", "--layer", "9",
+          "--out", str(tmp_path / "a.png")], "layers 1..2"),
+        (["attention", "--model", str(model_dirs[0]), "--text", "w1", "--out", "a.jpg"], ".png"),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert main(args) == 1
+        error = capsys.readouterr().err.strip()
+        assert message in error and "\n" not in error, error
+    assert not (tmp_path / "a.png").exists()
