@@ -25,7 +25,11 @@ MIN_SEQUENCES = 1000  # fewer full-length sequences than this: the model will si
 
 @dataclass(frozen=True)
 class PreflightReport:
-    """What the corpus holds and what will train badly, checked before pre-training starts."""
+    """What the corpus holds and what will train badly, checked before pre-training starts.
+
+    A corpus has no empty documents: a run of blank lines is one document break, and lines without
+    a token are dropped (counted in `num_tokenless_lines`). Short documents are counted instead.
+    """
 
     objective: str
     max_seq_length: int
@@ -36,6 +40,7 @@ class PreflightReport:
     num_checked_lines: int  # lines of at least MIN_DUPLICATE_CHECK_BYTES, checked for duplicates
     num_duplicate_lines: int
     num_skipped_lines: int  # not valid UTF-8
+    num_tokenless_lines: int  # not blank, yet without a token (e.g. only control characters)
     num_single_sentence_documents: int
     num_short_documents: int  # < MIN_DOCUMENT_SENTENCES sentences or < MIN_DOCUMENT_TOKENS tokens
     num_unk_tokens: int
@@ -64,6 +69,8 @@ class PreflightReport:
         ]
         if self.num_skipped_lines:
             lines.append(f"skipped {self.num_skipped_lines:,} lines that are not valid UTF-8")
+        if self.num_tokenless_lines:
+            lines.append(f"dropped {self.num_tokenless_lines:,} lines without a single token")
         lines += [f"warning: {warning}" for warning in self.warnings]
         return lines
 
@@ -106,6 +113,7 @@ def preflight_report(
         num_checked_lines=counts["checked_lines"],
         num_duplicate_lines=counts["duplicate_lines"],
         num_skipped_lines=counts["skipped_lines"],
+        num_tokenless_lines=counts["tokenless_lines"],
         num_single_sentence_documents=num_single,
         num_short_documents=int(np.count_nonzero(is_short)),
         num_unk_tokens=counts["unk_tokens"],
