@@ -17,6 +17,7 @@ from bertlab.data.corpus import (
     check_objective,
     preflight_report,
 )
+from bertlab.data.preflight import MAX_UNK_RATE
 from bertlab.data.pretraining import (
     chinese_word_starts,
     create_instances_from_document,
@@ -37,7 +38,8 @@ ENGLISH = (
 )
 CHINESE = "标题\n他说：「你好。」我们走吧！\n\n第二篇。真的？\n"
 TINY_PIECES = [
-    *"abcdefghijklmnopqrstuvwxyz.!?",
+    *"abcdefghijklmnopqrstuvwxyz.!?,",
+    *[f"##{letter}" for letter in "abcdefghijklmnopqrstuvwxyz"],  # any lowercase word
     "the",
     "##s",
     "##ing",
@@ -240,43 +242,99 @@ def test_invalid_utf8_lines_are_skipped_and_counted(tokenizer, tmp_path):
     assert any("not valid UTF-8" in line for line in report.summary())
 
 
-def test_binary_file_is_refused(tokenizer, tmp_path):
-    path = write(tmp_path / "model.bin", b"\x00\x01\x02text\x00" * 100)
-    with pytest.raises(ValueError, match="binary"):
-        build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
-    assert_nothing_left(tmp_path, {"model.bin"})
+LATIN1 = "Caf\xe9 cr\xe8me br\xfbl\xe9e.\n".encode("latin-1") * 20
 
 
-def test_mostly_non_utf8_file_is_refused(tokenizer, tmp_path):
-    latin1 = "Caf\xe9 cr\xe8me br\xfbl\xe9e.\n".encode("latin-1") * 20
-    path = write(tmp_path / "latin1.txt", b"One good line.\n" + latin1)
-    with pytest.raises(ValueError, match="mostly not UTF-8"):
-        build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
-    assert_nothing_left(tmp_path, {"latin1.txt"})
+def make_empty(tmp_path: Path) -> Path:
+    return write(tmp_path / "empty.txt", "")
 
 
-def test_broken_gzip_is_refused(tokenizer, tmp_path):
+def make_blank(tmp_path: Path) -> Path:
+    return write(tmp_path / "blank.txt.gz", "\n\n  \n")
+
+
+def make_tokenless(tmp_path: Path) -> Path:
+    return write(tmp_path / "tokenless.txt", "\u200b\n\x07\n")  # lines, but not one token
+
+
+def make_binary(tmp_path: Path) -> Path:
+    return write(tmp_path / "model.bin", b"\x00\x01\x02text\x00" * 100)
+
+
+def make_latin1(tmp_path: Path) -> Path:
+    return write(tmp_path / "latin1.txt", b"One good line.\n" + LATIN1)
+
+
+def make_cut_gzip(tmp_path: Path) -> Path:
     path = tmp_path / "cut.txt.gz"
     path.write_bytes(gzip.compress(ENGLISH.encode() * 50)[:-30])
-    with pytest.raises(ValueError, match="gzip"):
-        build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
-    assert_nothing_left(tmp_path, {"cut.txt.gz"})
+    return path
 
 
-@pytest.mark.parametrize("text", ["", "\n\n  \n", "\u200b\n\x07\n"])  # last: no tokens
-def test_empty_corpus_is_refused(tokenizer, tmp_path, text):
-    path = write(tmp_path / "empty.txt", text)
-    with pytest.raises(ValueError, match="empty"):
-        build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
-    assert_nothing_left(tmp_path, {"empty.txt"})
+def make_not_gzip(tmp_path: Path) -> Path:
+    path = tmp_path / "fake.txt.gz"
+    path.write_bytes(b"\x1f\x8b" + b"not really gzip" * 10)
+    return path
 
 
-def test_missing_file_and_no_files_are_refused(tokenizer, tmp_path):
-    with pytest.raises(FileNotFoundError, match="not found"):
-        build_corpus([tmp_path / "absent.txt"], tokenizer, tmp_path / "out", show_progress=False)
+def make_directory(tmp_path: Path) -> Path:
+    path = tmp_path / "shards"
+    path.mkdir()
+    write(path / "part1.txt", ENGLISH)
+    return path
+
+
+def make_missing(tmp_path: Path) -> Path:
+    return tmp_path / "absent.txt"
+
+
+BAD_INPUTS = [  # (make the file, exception, words of the message)
+    (make_empty, ValueError, "corpus is empty"),
+    (make_blank, ValueError, "corpus is empty"),
+    (make_tokenless, ValueError, "corpus is empty"),
+    (make_binary, ValueError, "looks binary"),
+    (make_latin1, ValueError, "mostly not UTF-8"),
+    (make_cut_gzip, ValueError, "not a readable gzip file"),
+    (make_not_gzip, ValueError, "not a readable gzip file"),
+    (make_directory, ValueError, "is a directory"),
+    (make_missing, FileNotFoundError, "not found"),
+]
+
+
+@pytest.mark.parametrize("after_a_good_file", [False, True])
+@pytest.mark.parametrize(
+    ("make", "error", "words"), BAD_INPUTS, ids=[case[0].__name__ for case in BAD_INPUTS]
+)
+def test_bad_input_is_refused_in_one_line_naming_the_file_leaving_nothing(
+    tokenizer, tmp_path, make, error, words, after_a_good_file
+):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    bad = make(inputs)
+    paths = [write(inputs / "good.txt", ENGLISH), bad] if after_a_good_file else [bad]
+    if after_a_good_file and words == "corpus is empty":
+        build_corpus(paths, tokenizer, tmp_path / "out", show_progress=False, num_workers=0)
+        return  # an empty file beside a good one is no error
+    with pytest.raises(error) as caught:
+        build_corpus(paths, tokenizer, tmp_path / "out", show_progress=False, num_workers=0)
+    message = str(caught.value)
+    assert words in message and str(bad) in message and "\n" not in message
+    assert [path.name for path in tmp_path.iterdir()] == ["inputs"]  # no corpus, no staging
+
+
+def test_bad_input_is_refused_by_the_worker_pool_too(tokenizer, tmp_path):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    paths = [write(inputs / "good.txt", ENGLISH), make_latin1(inputs)]
+    with pytest.raises(ValueError, match="latin1.txt is mostly not UTF-8"):
+        build_corpus(paths, tokenizer, tmp_path / "out", show_progress=False, num_workers=2)
+    assert [path.name for path in tmp_path.iterdir()] == ["inputs"]
+
+
+def test_no_files_are_refused(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="no corpus files"):
         build_corpus([], tokenizer, tmp_path / "out", show_progress=False)
-    assert_nothing_left(tmp_path, set())
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_failure_keeps_the_previous_corpus(tokenizer, corpus_files, tmp_path, monkeypatch):
@@ -328,7 +386,7 @@ def test_preflight_numbers_on_a_hand_made_corpus(tokenizer, tmp_path):
         "Short.\n"
         "Short.\n"  # short lines are not checked for duplicates
         "\n"
-        f"The cat {unknown}.\n"  # document 2: one sentence, one [UNK]
+        f"The cat {unknown} {unknown} {unknown}.\n"  # document 2: one sentence, three [UNK]
         "\n"
         f"{long_line}\n"  # document 3: a duplicate of line 1
     )
@@ -341,9 +399,10 @@ def test_preflight_numbers_on_a_hand_made_corpus(tokenizer, tmp_path):
     assert report.num_single_sentence_documents == 1
     # Only document 2 is short (one sentence, fewer than MIN_DOCUMENT_TOKENS tokens).
     assert report.num_short_documents == 1
-    assert report.num_unk_tokens == 1
+    assert report.num_unk_tokens == 3
     assert report.num_tokens == corpus.num_tokens == int(corpus.sentence_offsets[-1])
-    assert report.unk_rate == pytest.approx(1 / corpus.num_tokens)
+    assert report.unk_rate == pytest.approx(3 / corpus.num_tokens)
+    assert report.unk_rate > MAX_UNK_RATE
     warnings = " ".join(report.warnings)
     for expected in ("[UNK] rate", "duplicates", "memorize"):
         assert expected in warnings
@@ -351,6 +410,64 @@ def test_preflight_numbers_on_a_hand_made_corpus(tokenizer, tmp_path):
     summary = report.summary()
     assert summary[0] == f"corpus: 3 documents, 9 sentences, {corpus.num_tokens} tokens"
     check_objective(report, "mlm+nsp")  # three documents: fine
+
+
+def varied_documents(num_documents: int, rng_seed: int = 0) -> str:
+    """Distinct lines of two sentences each, from a few words."""
+    import random
+
+    rng = random.Random(rng_seed)
+    words = ["the", "cat", "sat", "dog", "run", "runs", "cats", "dogs", "running", "mat"]
+    seen, documents = set(), []
+    while len(documents) < num_documents:
+        lines = []
+        while len(lines) < 4:
+            first, second = (" ".join(rng.choices(words, k=10)) for _ in range(2))
+            line = f"{first.capitalize()}. {second.capitalize()}."
+            if line not in seen:
+                seen.add(line)
+                lines.append(line)
+        documents.append("\n".join(lines))
+    return "\n\n".join(documents) + "\n"
+
+
+def test_clean_corpus_gets_no_warning(tokenizer, tmp_path):
+    path = write(tmp_path / "clean.txt", varied_documents(60))
+    corpus = build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
+    # 8 - 3 special tokens = 5 per sequence: the ~5,000 tokens give over 1,000 sequences.
+    report = preflight_report(corpus, tokenizer, "mlm+nsp", max_seq_length=8)
+    assert (report.num_documents, report.num_sentences) == (60, 480)
+    assert report.num_duplicate_lines == 0 and report.num_unk_tokens == 0
+    assert report.num_short_documents == 0
+    assert report.warnings == []
+    assert not any(line.startswith("warning") for line in report.summary())
+
+
+def test_blank_line_after_every_line_is_warned(tokenizer, tmp_path):
+    # One sentence per line and a blank line after each: 160 documents of 11 tokens.
+    text = varied_documents(20).replace(". ", ".\n").replace("\n", "\n\n")
+    path = write(tmp_path / "spaced.txt", text + "\x07\n")  # and a line with no token
+    corpus = build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
+    nsp = preflight_report(corpus, tokenizer, "mlm+nsp")
+    assert nsp.num_documents == nsp.num_sentences == 160
+    assert nsp.num_short_documents == nsp.num_single_sentence_documents == 160
+    assert nsp.num_tokenless_lines == 1
+    assert "dropped 1 lines without a single token" in nsp.summary()
+    assert any("very short" in warning for warning in nsp.warnings)
+    mlm = preflight_report(corpus, tokenizer, "mlm")
+    assert any("very short" in warning for warning in mlm.warnings)
+
+
+def test_one_sentence_documents_are_warned_for_nsp_only(tokenizer, tmp_path):
+    lines = varied_documents(30).replace("\n\n", "\n").splitlines()
+    text = "\n\n".join(line.replace(". ", ", ") for line in lines)  # one long sentence each
+    path = write(tmp_path / "single.txt", text + "\n")
+    corpus = build_corpus([path], tokenizer, tmp_path / "out", show_progress=False)
+    nsp = preflight_report(corpus, tokenizer, "mlm+nsp", max_seq_length=8)
+    assert nsp.num_single_sentence_documents == nsp.num_documents == 120
+    assert any("one sentence long" in warning for warning in nsp.warnings)
+    mlm = preflight_report(corpus, tokenizer, "mlm", max_seq_length=8)
+    assert not any("one sentence long" in warning for warning in mlm.warnings)
 
 
 def test_nsp_on_one_document_is_refused(tokenizer, tmp_path):
