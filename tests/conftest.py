@@ -103,3 +103,18 @@ def pretrain_files(tmp_path_factory) -> tuple[Path, Path]:
     """(vocab.txt, corpus.txt) of the synthetic word-level corpus: 30 documents."""
     directory = tmp_path_factory.mktemp("pretrain_files")
     return write_pretrain_vocab(directory), write_pretrain_corpus(directory / "corpus.txt")
+
+
+@pytest.fixture(scope="session")
+def task_vocab(tmp_path_factory) -> Path:
+    """A vocab.txt with every lower-cased word, punctuation mark and character of the task
+    fixtures in tests/data/tasks, so tiny fine-tuning runs see few [UNK]s."""
+    import re
+
+    from bertlab.tokenization import SPECIAL_TOKENS
+
+    text = " ".join(path.read_text(encoding="utf-8") for path in (TEST_DATA / "tasks").iterdir())
+    words = set(re.findall(r"\w+|[^\w\s]", text.lower())) | set(text.lower()) - set(" \t\r\n")
+    path = tmp_path_factory.mktemp("task_vocab") / "vocab.txt"
+    path.write_text("\n".join([*SPECIAL_TOKENS, *sorted(words)]) + "\n", encoding="utf-8")
+    return path

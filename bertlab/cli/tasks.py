@@ -1,0 +1,351 @@
+"""`bertlab finetune|evaluate|predict|score`: BERT's second stage on named tasks and users' data.
+
+Each handler builds the config dataclasses from flags named like their fields and calls
+`bertlab.training.finetune` / `bertlab.training.task_inference`. `evaluate` and `score` print the
+metrics as one JSON object on the last line of stdout; `finetune` prints its summary the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from bertlab.cli.common import CommandError
+
+logger = logging.getLogger(__name__)
+
+MODEL_SIZES = ("tiny", "mini", "small", "medium", "base", "large")  # BertConfig presets
+# Listed here, not imported from the registry, whose metric libraries would slow down `--help`.
+TASK_NAMES_HELP = (
+    "the GLUE tasks cola sst2 mrpc stsb qqp mnli qnli rte wnli, chnsenticorp, conll2003, squad, "
+    "swag, and for your own data classification, tagging, qa, multiple-choice"
+)
+DATA_FLAGS = (
+    "max_seq_length",
+    "doc_stride",
+    "max_query_length",
+    "n_best_size",
+    "max_answer_length",
+)
+
+
+def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
+    """`bertlab finetune`, `evaluate`, `predict` and `score`."""
+    _add_finetune(subparsers)
+    evaluate = subparsers.add_parser(
+        "evaluate",
+        help="score a fine-tuned model on labelled data with the task's official metrics",
+        description="Predict on labelled data and score it. The metrics are printed as one JSON "
+        "object on the last line of stdout.",
+    )
+    _add_model_data_flags(evaluate)
+    evaluate.set_defaults(handler=run_evaluate)
+    predict = subparsers.add_parser(
+        "predict",
+        help="write a fine-tuned model's predictions for a file",
+        description="Predictions as JSON Lines ({index, id, prediction}); SQuAD-style tasks: the "
+        "official {question_id: answer_text} JSON; tagging: the input columns plus a predicted "
+        "tag column.",
+    )
+    _add_model_data_flags(predict)
+    predict.add_argument("--output", required=True, help="the predictions file to write")
+    predict.set_defaults(handler=run_predict)
+    score = subparsers.add_parser(
+        "score",
+        help="score any system's predictions file against gold data",
+        description="The official metrics of a predictions file (the format `predict` writes) "
+        "against the gold file, as one JSON object on the last line of stdout.",
+    )
+    score.add_argument("--task", required=True, help="task name (see `finetune --help`)")
+    score.add_argument("--data", required=True, help="the gold file")
+    score.add_argument("--predictions", required=True, help="the predictions file")
+    _add_column_flags(score)
+    score.set_defaults(handler=run_score)
+
+
+def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.config import FinetuneConfig
+
+    defaults = FinetuneConfig()
+    parser = subparsers.add_parser(
+        "finetune",
+        help="fine-tune a task head on a pre-trained (or from-scratch) BERT",
+        description="Fine-tune on a task's training file; evaluate on the dev data after every "
+        f"epoch and keep the best model in OUT/best. Tasks: {TASK_NAMES_HELP}.",
+    )
+    parser.add_argument("--task", required=True, help="task name, or `classification`")
+    parser.add_argument("--train", required=True, help="the training file")
+    parser.add_argument("--dev", default=None, help="the dev file, evaluated after each epoch")
+    parser.add_argument(
+        "--dev-fraction", type=float, default=0.0, help="hold out this fraction of --train as dev"
+    )
+    parser.add_argument(
+        "--max-train-examples", type=int, default=None, help="train on a random subset of this size"
+    )
+    parser.add_argument("--model", default=None, help="a bertlab or Hugging Face model directory")
+    parser.add_argument(
+        "--from-scratch", action="store_true", help="random weights: the no-pre-training baseline"
+    )
+    parser.add_argument(
+        "--model-size", choices=MODEL_SIZES, default=None, help="with --from-scratch"
+    )
+    parser.add_argument("--tokenizer", default=None, help="vocab.txt or tokenizer directory")
+    parser.add_argument("--out", required=True, help="the run directory")
+    parser.add_argument("--epochs", type=int, default=defaults.num_train_epochs)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--seeds", default=None, help="comma-separated seeds, e.g. 1,2,3: one run each, summarized"
+    )
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument(
+        "--gradient-accumulation-steps", type=int, default=defaults.gradient_accumulation_steps
+    )
+    parser.add_argument("--warmup-proportion", type=float, default=defaults.warmup_proportion)
+    parser.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    parser.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm)
+    parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
+    parser.add_argument(
+        "--early-stopping-patience",
+        type=int,
+        default=defaults.early_stopping_patience,
+        help="stop after this many epochs without a better dev score (0: never)",
+    )
+    parser.add_argument(
+        "--freeze-encoder", action="store_true", help="train only the task layer (feature-based)"
+    )
+    parser.add_argument(
+        "--freeze-layers", type=int, default=0, help="freeze the embeddings and the first K layers"
+    )
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=defaults.precision)
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_data_flags(parser)
+    _add_column_flags(parser)
+    parser.set_defaults(handler=run_finetune)
+
+
+def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, help="task name, or `classification`")
+    parser.add_argument("--model", required=True, help="a fine-tuned model directory")
+    parser.add_argument("--data", required=True, help="the input file")
+    parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    _add_data_flags(parser)
+    _add_column_flags(parser)
+
+
+def _add_data_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "inputs", "default: the values the model was fine-tuned with, else Google's defaults"
+    )
+    group.add_argument(
+        "--max-seq-length", type=int, default=None, help="128; 384 for question answering"
+    )
+    group.add_argument("--doc-stride", type=int, default=None, help="QA: 128")
+    group.add_argument("--max-query-length", type=int, default=None, help="QA: 64")
+    group.add_argument("--n-best-size", type=int, default=None, help="QA: 20")
+    group.add_argument("--max-answer-length", type=int, default=None, help="QA: 30 pieces")
+
+
+def _add_column_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "columns", "for --task classification: where the texts and labels are (CSV/TSV/JSONL)"
+    )
+    group.add_argument("--text-column", default=None, help="first text (default: text)")
+    group.add_argument("--text-pair-column", default=None, help="second text, for pairs")
+    group.add_argument("--label-column", default=None, help="label (default: label)")
+    group.add_argument("--id-column", default=None, help="example id, copied to predictions")
+    group.add_argument(
+        "--no-header", action="store_true", help="no header row: columns are 0-based positions"
+    )
+    group.add_argument("--regression", action="store_true", help="numeric targets (MSE loss)")
+
+
+# --- building configs from flags ------------------------------------------------------------------
+
+
+def _columns(args: argparse.Namespace, saved: dict[str, Any] | None):
+    """The ColumnSpec from the column flags; flags not given come from the model's task file."""
+    from bertlab.data.tasks.classification import ColumnSpec
+
+    stored = (saved or {}).get("columns") or {}
+    names = {"text_a": "text_column", "text_b": "text_pair_column", "label": "label_column"}
+    names["example_id"] = "id_column"
+    values: dict[str, Any] = {"text_a": "text", "label": "label"} | stored
+    for field, flag in names.items():
+        if getattr(args, flag) is not None:
+            values[field] = getattr(args, flag)
+    if args.no_header:
+        values["has_header"] = False
+    if args.regression:
+        values["is_regression"] = True
+    if not values.get("has_header", True):
+        try:
+            values = {k: int(v) if k in names and v is not None else v for k, v in values.items()}
+        except ValueError:
+            raise CommandError("with --no-header, columns are 0-based positions") from None
+    return ColumnSpec(**values)
+
+
+def _data_config(args: argparse.Namespace, saved: dict[str, Any] | None, is_qa: bool):
+    from bertlab.config import TaskDataConfig
+
+    values = dict((saved or {}).get("data") or {})
+    for flag in DATA_FLAGS:
+        value = getattr(args, flag, None)
+        if value is not None:
+            field = "squad_max_seq_length" if flag == "max_seq_length" and is_qa else flag
+            values[field] = value
+    return TaskDataConfig(**values)
+
+
+def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
+    from bertlab.data.tasks.registry import get_task
+    from bertlab.training.task_inference import make_task
+
+    if saved is not None and saved.get("task") not in (None, args.task):
+        logger.warning("the model was fine-tuned on task %r, not %r", saved["task"], args.task)
+    is_qa = args.task != "classification" and get_task(args.task).family == "qa"
+    columns = _columns(args, saved) if args.task == "classification" else None
+    return make_task(args.task, columns, _data_config(args, saved, is_qa))
+
+
+def _finetune_config(args: argparse.Namespace, seed: int):
+    from bertlab.config import FinetuneConfig
+
+    return FinetuneConfig(
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        num_train_epochs=args.epochs,
+        warmup_proportion=args.warmup_proportion,
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        eval_batch_size=args.eval_batch_size,
+        early_stopping_patience=args.early_stopping_patience,
+        do_freeze_encoder=args.freeze_encoder,
+        freeze_layers=args.freeze_layers,
+        seed=seed,
+        precision=args.precision,
+    )
+
+
+def _model_source(args: argparse.Namespace):
+    from bertlab.training.finetune import ModelSource
+
+    if args.from_scratch == (args.model is not None):
+        raise CommandError("give --model DIR, or --from-scratch --model-size SIZE --tokenizer PATH")
+    if args.from_scratch and (args.model_size is None or args.tokenizer is None):
+        raise CommandError("--from-scratch needs --model-size and --tokenizer")
+    tokenizer = None if args.tokenizer is None else Path(args.tokenizer)
+    if args.from_scratch:
+        return ModelSource(model_size=args.model_size, tokenizer=tokenizer)
+    return ModelSource(directory=Path(args.model), tokenizer=tokenizer)
+
+
+def _seeds(args: argparse.Namespace) -> list[int] | None:
+    if args.seeds is None:
+        return None
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    except ValueError:
+        raise CommandError(
+            f"--seeds must be comma-separated integers, got {args.seeds!r}"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise CommandError(f"--seeds must list distinct integers, got {args.seeds!r}")
+    return seeds
+
+
+# --- handlers -------------------------------------------------------------------------------------
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    """Check every input, then train; print the result (or the seeds summary) as JSON."""
+    from bertlab.training.finetune import finetune_seeds, finetune_task, read_task_data
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {out} exists and is not a directory")
+    task = _task(args)
+    source = _model_source(args)
+    seeds = _seeds(args)
+    config = _finetune_config(args, args.seed)  # validates the flags before reading data
+    data = read_task_data(
+        task,
+        Path(args.train),
+        None if args.dev is None else Path(args.dev),
+        args.dev_fraction,
+        args.max_train_examples,
+    )
+    show_progress = not args.no_progress
+    if seeds is None:
+        result = finetune_task(task, data, source, config, out, show_progress).to_json()
+    else:
+        result = finetune_seeds(task, data, source, config, seeds, out, show_progress)
+    print(f"best model: {out / 'best'}")
+    print(json.dumps(result))
+    return 0
+
+
+def _load(args: argparse.Namespace):
+    """(task, model, tokenizer, precision) for evaluate/predict, after checking the model."""
+    from bertlab.config import read_json_object
+    from bertlab.tokenization import Tokenizer
+    from bertlab.training.runtime import default_device, resolve_precision
+    from bertlab.training.task_inference import read_task_file
+
+    directory = Path(args.model)
+    if not (directory / "config.json").is_file():
+        raise CommandError(f"--model {directory}: no config.json (not a model directory)")
+    task = _task(args, read_task_file(directory))
+    architectures = read_json_object(directory / "config.json").get("architectures") or []
+    expected = task.head_class.architecture
+    if expected not in architectures:
+        raise CommandError(
+            f"--model {directory} is a {', '.join(architectures) or 'model without a head'}, "
+            f"but task {task.name} needs a {expected}; fine-tune one with `bertlab finetune`"
+        )
+    model = task.load_head(directory, None)
+    task.check_fits(model.config)
+    tokenizer = Tokenizer.from_pretrained(args.tokenizer or directory)
+    device = default_device()
+    return task, model.to(device), tokenizer, resolve_precision(args.precision, device)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from bertlab.heads import BertForLabels
+    from bertlab.training.task_inference import run_task
+
+    task, model, tokenizer, precision = _load(args)
+    label_names = list(model.id2label.values()) if isinstance(model, BertForLabels) else None
+    examples = task.read_gold(args.data, label_names)
+    predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
+    print(json.dumps(task.score(predictions, examples)))
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from bertlab.training.task_inference import run_task
+
+    output = Path(args.output)
+    if output.is_dir():
+        raise CommandError(f"--output {output} is a directory")
+    task, model, tokenizer, precision = _load(args)
+    examples = task.read_inputs(args.data)
+    predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
+    task.write(predictions, examples, Path(args.data), output)
+    print(f"wrote {len(examples)} predictions to {output}")
+    return 0
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from bertlab.data.tasks.scoring import score
+
+    columns = _columns(args, None) if args.task == "classification" else None
+    print(json.dumps(score(args.task, args.data, args.predictions, columns)))
+    return 0

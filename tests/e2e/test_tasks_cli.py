@@ -1,0 +1,356 @@
+"""`bertlab finetune|evaluate|predict|score` end to end on the tiny fixtures in tests/data/tasks,
+with BERT-Tiny models trained from scratch for one epoch, and the bad inputs users will try."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertlab.cli import main
+
+TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
+EXIT_USER_ERROR = 1
+REVIEW_COLUMNS = ("--text-column", "review", "--label-column", "sentiment", "--id-column", "id")
+
+# task, training (and dev) file, extra flags, the head transformers must load it as.
+TASKS = [
+    ("rte", "rte_style.tsv", (), "AutoModelForSequenceClassification"),
+    ("stsb", "stsb_style.tsv", (), "AutoModelForSequenceClassification"),
+    ("classification", "reviews.csv", REVIEW_COLUMNS, "AutoModelForSequenceClassification"),
+    ("conll2003", "conll_iob1.txt", (), "AutoModelForTokenClassification"),
+    ("tagging", "resume_style.bmes", (), "AutoModelForTokenClassification"),
+    ("squad", "squad_style.json", (), "AutoModelForQuestionAnswering"),
+    ("swag", "swag_style.csv", (), "AutoModelForMultipleChoice"),
+    ("multiple-choice", "choices.jsonl", (), "AutoModelForMultipleChoice"),
+]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models spend their time in thread hand-offs; on a busy 2-core machine two threads
+    make a step 20x slower than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_cli(capsys, *argv: object) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def finetune(capsys, task_vocab, out, task, data, *extra) -> tuple[int, str, str]:
+    return run_cli(
+        capsys,
+        "finetune",
+        "--task", task,
+        "--train", data,
+        "--from-scratch", "--model-size", "tiny",
+        "--tokenizer", task_vocab,
+        "--out", out,
+        "--epochs", 1,
+        "--batch-size", 2,
+        "--no-progress",
+        *extra,
+    )  # fmt: skip
+
+
+def last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def assert_one_line_error(code: int, stderr: str, *fragments: str) -> None:
+    assert code == EXIT_USER_ERROR
+    errors = [line for line in stderr.splitlines() if line.startswith("bertlab: error:")]
+    assert len(errors) == 1, stderr
+    assert "Traceback" not in stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(("task", "file_name", "extra", "auto_class"), TASKS)
+def test_finetune_evaluate_predict_score_agree(
+    tmp_path, capsys, task_vocab, task, file_name, extra, auto_class
+):
+    data = TASK_DATA / file_name
+    out = tmp_path / "run"
+    code, stdout, stderr = finetune(capsys, task_vocab, out, task, data, "--dev", data, *extra)
+    assert code == 0, stderr
+    result = last_json(stdout)
+    assert result["best_epoch"] == 1 and result["dev"]
+    best = out / "best"
+    assert {"config.json", "model.safetensors", "vocab.txt", "bertlab_task.json"} <= {
+        path.name for path in best.iterdir()
+    }
+    assert (out / "metrics.jsonl").is_file() and (out / "curves.png").is_file()
+
+    code, stdout, stderr = run_cli(
+        capsys, "evaluate", "--task", task, "--model", best, "--data", data, *extra
+    )
+    assert code == 0, stderr
+    metrics = last_json(stdout)
+    assert metrics == pytest.approx(result["dev"])
+
+    predictions = tmp_path / "predictions"
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", task, "--model", best, "--data", data,
+        "--output", predictions, *extra,
+    )  # fmt: skip
+    assert code == 0, stderr
+    score_extra = [flag for flag in extra if flag != "--id-column" and flag != "id"]
+    code, stdout, stderr = run_cli(
+        capsys, "score", "--task", task, "--data", data, "--predictions", predictions, *score_extra
+    )
+    assert code == 0, stderr
+    assert last_json(stdout) == pytest.approx(metrics)
+
+
+@pytest.mark.parametrize(("task", "file_name", "extra", "auto_class"), TASKS[::2])
+def test_best_model_loads_in_transformers_without_missing_or_unexpected_keys(
+    tmp_path, capsys, task_vocab, task, file_name, extra, auto_class
+):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "run"
+    code, _, stderr = finetune(capsys, task_vocab, out, task, TASK_DATA / file_name, *extra)
+    assert code == 0, stderr
+    model, info = getattr(transformers, auto_class).from_pretrained(
+        out / "best", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    stored = json.loads((out / "best" / "config.json").read_text())
+    assert stored["architectures"] == [type(model).__name__]
+    if "id2label" in stored:
+        assert {int(k): v for k, v in stored["id2label"].items()} == model.config.id2label
+    assert transformers.AutoTokenizer.from_pretrained(out / "best").tokenize("Denver won")
+
+
+def test_predict_tagging_appends_a_column_and_keeps_docstart_lines(tmp_path, capsys, task_vocab):
+    data = TASK_DATA / "conll_iob1.txt"
+    out = tmp_path / "run"
+    assert finetune(capsys, task_vocab, out, "conll2003", data)[0] == 0
+    predictions = tmp_path / "predicted.txt"
+    code, _, _ = run_cli(
+        capsys, "predict", "--task", "conll2003", "--model", out / "best", "--data", data,
+        "--output", predictions,
+    )  # fmt: skip
+    assert code == 0
+    gold_lines = data.read_text().splitlines()
+    predicted_lines = predictions.read_text().splitlines()
+    assert len(predicted_lines) == len(gold_lines)
+    for gold, predicted in zip(gold_lines, predicted_lines, strict=True):
+        if gold.split() and gold.split()[0] != "-DOCSTART-":
+            assert predicted.startswith(gold + " ") and len(predicted.split()) == 5
+        else:
+            assert predicted == gold
+
+
+def test_seeds_report_mean_median_and_std(tmp_path, capsys, task_vocab):
+    data = TASK_DATA / "reviews.csv"
+    out = tmp_path / "run"
+    code, stdout, stderr = finetune(
+        capsys, task_vocab, out, "classification", data, "--dev", data, "--seeds", "1,2,3",
+        *REVIEW_COLUMNS,
+    )  # fmt: skip
+    assert code == 0, stderr
+    summary = last_json(stdout)
+    assert summary["seeds"] == [1, 2, 3]
+    accuracy = summary["dev"]["accuracy"]
+    assert set(accuracy) == {"mean", "median", "std", "values"} and len(accuracy["values"]) == 3
+    assert (out / "best" / "model.safetensors").is_file()
+    assert all((out / f"seed-{seed}" / "best" / "config.json").is_file() for seed in (1, 2, 3))
+    assert json.loads((out / "seeds.json").read_text())["best_seed"] == summary["best_seed"]
+
+
+def test_freeze_flags_are_accepted_and_exclusive(tmp_path, capsys, task_vocab):
+    data = TASK_DATA / "rte_style.tsv"
+    assert finetune(capsys, task_vocab, tmp_path / "a", "rte", data, "--freeze-encoder")[0] == 0
+    assert finetune(capsys, task_vocab, tmp_path / "b", "rte", data, "--freeze-layers", 1)[0] == 0
+    code, _, stderr = finetune(
+        capsys, task_vocab, tmp_path / "c", "rte", data, "--freeze-layers", 1, "--freeze-encoder"
+    )
+    assert_one_line_error(code, stderr, "not both")
+    code, _, stderr = finetune(
+        capsys, task_vocab, tmp_path / "d", "rte", data, "--freeze-layers", 9
+    )
+    assert_one_line_error(code, stderr, "freeze_layers 9")
+
+
+# --- bad input: one clear line, exit 1, no traceback, nothing half-written ------------------------
+
+
+@pytest.fixture(scope="module")
+def review_model(tmp_path_factory, task_vocab) -> Path:
+    out = tmp_path_factory.mktemp("review_model")
+    code = main(
+        [
+            "finetune", "--task", "classification", "--train", str(TASK_DATA / "reviews.csv"),
+            "--from-scratch", "--model-size", "tiny", "--tokenizer", str(task_vocab),
+            "--out", str(out), "--epochs", "1", "--no-progress", *REVIEW_COLUMNS,
+        ]
+    )  # fmt: skip
+    assert code == 0
+    return out / "best"
+
+
+def test_missing_column_stops_before_writing(tmp_path, capsys, task_vocab):
+    out = tmp_path / "run"
+    code, _, stderr = finetune(
+        capsys, task_vocab, out, "classification", TASK_DATA / "reviews.csv",
+        "--text-column", "review", "--label-column", "stars",
+    )  # fmt: skip
+    assert_one_line_error(code, stderr, "reviews.csv", "'stars'")
+    assert not out.exists()
+
+
+def test_label_unseen_in_training_at_evaluation(tmp_path, capsys, review_model):
+    data = tmp_path / "dev.csv"
+    data.write_text('id,review,topic,sentiment\nx1,"Fine.",phone,positive\nx2,Meh,phone,mixed\n')
+    code, stdout, stderr = run_cli(
+        capsys, "evaluate", "--task", "classification", "--model", review_model, "--data", data
+    )
+    assert_one_line_error(code, stderr, "dev.csv:3", "'mixed'", "positive")
+    assert stdout == ""
+
+
+def test_tag_unseen_in_training_at_evaluation(tmp_path, capsys, task_vocab):
+    out = tmp_path / "run"
+    assert finetune(capsys, task_vocab, out, "tagging", TASK_DATA / "resume_style.bmes")[0] == 0
+    data = tmp_path / "dev.bmes"
+    data.write_text("高 B-NAME\n勇 E-NAME\n\n中 B-EDU\n国 E-EDU\n")
+    code, _, stderr = run_cli(
+        capsys, "evaluate", "--task", "tagging", "--model", out / "best", "--data", data
+    )
+    assert_one_line_error(code, stderr, "dev.bmes:4", "'B-EDU'")
+
+
+@pytest.mark.parametrize(
+    ("task", "name", "text", "fragment"),
+    [
+        ("rte", "empty.tsv", "", "no examples"),
+        ("conll2003", "empty.txt", "\n\n", "no examples"),
+        ("squad", "broken.json", '{"data": [', "malformed JSON"),
+        (
+            "multiple-choice",
+            "broken.jsonl",
+            '{"choices": ["a", "b"]}\n{"choices": [\n',
+            "malformed",
+        ),
+        (
+            "squad",
+            "absent.json",
+            json.dumps(
+                {
+                    "data": [
+                        {
+                            "paragraphs": [
+                                {
+                                    "context": "Denver won.",
+                                    "qas": [
+                                        {
+                                            "id": "q",
+                                            "question": "Who?",
+                                            "answers": [{"text": "Carolina", "answer_start": 0}],
+                                        }
+                                    ],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            ),
+            "does not occur in its context",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_training_files_are_one_line_errors(
+    tmp_path, capsys, task_vocab, task, name, text, fragment
+):
+    data = tmp_path / name
+    data.write_text(text)
+    out = tmp_path / "run"
+    code, _, stderr = finetune(capsys, task_vocab, out, task, data)
+    assert_one_line_error(code, stderr, name, fragment)
+    assert not out.exists()
+
+
+def test_predict_on_a_bad_file_writes_nothing(tmp_path, capsys, review_model):
+    data = tmp_path / "input.jsonl"
+    data.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n')
+    output = tmp_path / "predictions.jsonl"
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", "classification", "--model", review_model,
+        "--data", data, "--output", output, "--text-column", "text", "--label-column", "label",
+    )  # fmt: skip
+    assert_one_line_error(code, stderr, "input.jsonl:2", "malformed JSON")
+    assert list(tmp_path.iterdir()) == [data]
+
+
+def test_predict_reads_unlabeled_input(tmp_path, capsys, review_model):
+    data = tmp_path / "input.csv"
+    data.write_text("id,review\nu1,Great battery.\nu2,Cracked screen.\n")
+    output = tmp_path / "predictions.jsonl"
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", "classification", "--model", review_model,
+        "--data", data, "--output", output,
+    )  # fmt: skip
+    assert code == 0, stderr
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [record["id"] for record in records] == ["u1", "u2"]
+    assert {record["prediction"] for record in records} <= {"negative", "neutral", "positive"}
+
+
+def test_over_long_inputs_are_cut_with_a_counted_warning(tmp_path, capsys, caplog, task_vocab):
+    data = TASK_DATA / "rte_style.tsv"
+    code, _, stderr = finetune(
+        capsys, task_vocab, tmp_path / "run", "rte", data, "--max-seq-length", 8
+    )
+    assert code == 0, stderr
+    assert "4 of 4 examples were longer than max_seq_length 8 and were cut" in caplog.text
+
+
+def test_max_seq_length_beyond_the_model_is_refused(tmp_path, capsys, task_vocab):
+    code, _, stderr = finetune(
+        capsys, task_vocab, tmp_path / "run", "rte", TASK_DATA / "rte_style.tsv",
+        "--max-seq-length", 1000,
+    )  # fmt: skip
+    assert_one_line_error(code, stderr, "max_position_embeddings 512")
+
+
+def test_model_without_the_task_head_is_refused(tmp_path, capsys, review_model):
+    code, _, stderr = run_cli(
+        capsys, "evaluate", "--task", "conll2003", "--model", review_model,
+        "--data", TASK_DATA / "conll_iob1.txt",
+    )  # fmt: skip
+    assert_one_line_error(
+        code, stderr, "BertForSequenceClassification", "BertForTokenClassification"
+    )
+
+
+def test_finetune_help_names_every_registered_task():
+    from bertlab.cli.tasks import TASK_NAMES_HELP
+    from bertlab.data.tasks.registry import TASKS
+
+    assert all(
+        name in TASK_NAMES_HELP.replace(",", " ").split() for name in [*TASKS, "classification"]
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--model-size", "tiny"),  # neither --model nor --from-scratch
+        ("--from-scratch", "--model-size", "tiny"),  # no tokenizer
+        ("--from-scratch", "--model-size", "tiny", "--tokenizer", "x", "--seeds", "1,x"),
+    ],
+)
+def test_inconsistent_model_flags(tmp_path, capsys, argv):
+    code, _, stderr = run_cli(
+        capsys, "finetune", "--task", "rte", "--train", TASK_DATA / "rte_style.tsv",
+        "--out", tmp_path / "run", *argv,
+    )  # fmt: skip
+    assert_one_line_error(code, stderr)
