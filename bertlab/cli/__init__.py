@@ -14,12 +14,14 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError
+from bertlab.cli.demo import add_demo_command
 from bertlab.cli.inspection import add_inspection_commands
 from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.tasks import add_task_commands
 from bertlab.cli.tokenizer import add_tokenizer_commands
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    add_demo_command,
     add_tokenizer_commands,
     add_pretrain_command,
     add_task_commands,

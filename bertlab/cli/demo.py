@@ -1,0 +1,52 @@
+"""`bertlab demo`: the main job on data shipped with bertlab, in a few minutes."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertlab.cli.common import CommandError
+
+
+def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.demo import DEFAULT_MINUTES, DEFAULT_OUT, DEFAULT_SEEDS, RECIPES
+
+    parser = subparsers.add_parser(
+        "demo",
+        help="BERT's story in minutes: vocabulary, pre-training, fill-mask, transfer, attention",
+        description="On data shipped with bertlab: train a WordPiece vocabulary on a Wikipedia "
+        "slice, pre-train a small BERT (MLM + NSP) for --minutes, fill in masked words, "
+        "fine-tune it and a from-scratch model of the same size on a few sentiment labels "
+        "(several seeds), and draw an attention map. Writes OUT/report.md with figures.",
+    )
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"(default: {DEFAULT_OUT})")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=DEFAULT_MINUTES,
+        help=f"pre-training budget in minutes (default: {DEFAULT_MINUTES:g})",
+    )
+    parser.add_argument("--lang", default="en", choices=list(RECIPES), help="en or zh")
+    parser.add_argument(
+        "--seeds",
+        default=",".join(map(str, DEFAULT_SEEDS)),
+        help="fine-tuning seeds, comma-separated (default: %(default)s)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(handler=run_demo_command)
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertlab.demo import run_demo
+
+    try:
+        seeds = tuple(int(seed) for seed in args.seeds.split(","))
+    except ValueError as error:
+        raise CommandError(f"--seeds must be integers separated by commas: {args.seeds}") from error
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise CommandError(f"--seeds must be distinct integers: {args.seeds}")
+    if not args.minutes > 0:
+        raise CommandError(f"--minutes must be positive, got {args.minutes}")
+    run_demo(Path(args.out), args.minutes, args.lang, seeds, not args.no_progress)
+    return 0
