@@ -121,13 +121,17 @@ def run_demo(
     seeds: tuple[int, ...] = DEFAULT_SEEDS,
     show_progress: bool = True,
     say=print,
+    recipe: DemoRecipe | None = None,
 ) -> DemoResult:
-    """Run the five steps, printing each as it happens; write `out/report.md` and figures."""
+    """Run the five steps, printing each as it happens; write `out/report.md` and figures.
+
+    `recipe` replaces the language's recipe (tests use a tiny one).
+    """
     if lang not in RECIPES:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(RECIPES)}")
     if not minutes > 0:
         raise ValueError(f"minutes must be positive, got {minutes}")
-    recipe = RECIPES[lang]
+    recipe = recipe or RECIPES[lang]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
@@ -270,9 +274,7 @@ def _step_finetune(
     )
     data = read_task_data(task, DATA_DIR / recipe.train_file, None, dev_fraction=DEV_FRACTION)
     test = task.read_gold(DATA_DIR / recipe.test_file, data.label_names)
-    say(
-        f"  {len(data.train)} training, {len(data.dev)} dev (best epoch), {len(test)} test"
-    )
+    say(f"  {len(data.train)} training, {len(data.dev)} dev (best epoch), {len(test)} test")
     pretrained = out / "pretrain" / "final"
     tokenizer = Tokenizer.from_pretrained(pretrained)
     precision = resolve_precision("auto", default_device())

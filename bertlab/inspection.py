@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,13 +19,25 @@ import torch
 
 from bertlab import checkpoint
 from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.tokenization import MASK_TOKEN, Tokenizer
+from bertlab.tokenization import MASK_TOKEN, Tokenizer, is_cjk_ideograph
 
 MLM_HEAD_KEY = "cls.predictions.transform.dense.weight"
 ATTENTION_COLUMNS = 4  # heads per row of the attention figure
 HEATMAP_INCHES = 3.2
 FIGURE_DPI = 110
 MAX_TITLE_CHARACTERS = 70
+# Fonts with CJK glyphs, tried in order for Chinese labels (matplotlib's DejaVu Sans has none).
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "SimHei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Heiti SC",
+)
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,14 @@ def attention_maps(
     return pieces, output.attentions[index][0].float()  # (N, L, L)
 
 
+def _cjk_font() -> str | None:
+    """The first installed font of `CJK_FONTS`, or None."""
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
+
+
 def plot_attention(
     pieces: list[str], attentions: torch.Tensor, layer: int, text: str, out_path: str | Path
 ) -> Path:
@@ -124,6 +145,14 @@ def plot_attention(
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    note = ""
+    families = ["DejaVu Sans"]
+    if any(is_cjk_ideograph(character) for piece in pieces for character in piece):
+        cjk_font = _cjk_font()
+        if cjk_font is None:
+            note = " (no CJK font installed, e.g. fonts-noto-cjk: ideographs show as boxes)"
+        else:
+            families.insert(0, cjk_font)
     num_heads = attentions.shape[0]
     columns = min(ATTENTION_COLUMNS, num_heads)
     rows = math.ceil(num_heads / columns)
@@ -145,11 +174,15 @@ def plot_attention(
             axis.set_ylabel("attending token (query)")
     figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight (probability)")
     shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."
-    figure.suptitle(f"Attention of layer {layer}, every head: {shown!r}")
+    figure.suptitle(f"Attention of layer {layer}, every head: {shown!r}{note}")
+    for text_item in figure.findobj(matplotlib.text.Text):
+        text_item.set_fontfamily(families)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     temporary = out_path.with_name(f".{out_path.name}.tmp.png")
-    figure.savefig(temporary, dpi=FIGURE_DPI, bbox_inches="tight")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        figure.savefig(temporary, dpi=FIGURE_DPI, bbox_inches="tight")
     plt.close(figure)
     os.replace(temporary, out_path)
     return out_path

@@ -1,0 +1,48 @@
+"""`bertlab demo` end to end with a tiny recipe (the real one takes minutes)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bertlab.cli import main
+from bertlab.demo import RECIPES, run_demo
+
+TINY = {
+    "vocab_size": 2000,
+    "num_hidden_layers": 1,
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_seq_length": 64,
+    "pretrain_batch_size": 16,
+    "finetune_epochs": 1,
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_demo_tells_the_whole_story(tmp_path, lang) -> None:
+    lines: list[str] = []
+    recipe = dataclasses.replace(RECIPES[lang], **TINY)
+    result = run_demo(tmp_path, 0.1, lang, (1, 2), False, lines.append, recipe)
+    text = "\n".join(lines)
+    for step in ("== 1.", "== 2.", "== 3.", "== 4.", "== 5."):
+        assert step in text
+    assert result.pretrain["steps"] > 0 and result.pretrain["tokens"] > 0
+    assert len(result.fill_mask) == len(recipe.fill_mask_sentences)
+    assert all(
+        len(scores) == 2 and all(0 <= s <= 1 for s in scores) for scores in result.scores.values()
+    )
+    report = (tmp_path / "report.md").read_text()
+    assert "| pre-trained |" in report and "| from scratch |" in report
+    for figure in ("pretraining.png", "finetuning.png", "comparison.png", "attention.png"):
+        assert (tmp_path / figure).read_bytes()[:4] == b"\x89PNG"
+        assert f"({figure})" in report
+
+
+def test_demo_command_rejects_bad_flags(capsys) -> None:
+    assert main(["demo", "--seeds", "1,x"]) == 1
+    assert main(["demo", "--minutes", "0"]) == 1
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and all(e.startswith("bertlab: error:") for e in errors)
