@@ -100,7 +100,7 @@ def main() -> None:
         examples = random.Random(0).sample(examples, args.limit)
     started = time.perf_counter()
     features = encode_classification(examples, tokenizer, PADDED_LENGTH, {"0": 0, "1": 1})
-    print(f"encoded {len(features)} sentences in {time.perf_counter() - started:.1f} s")
+    print(f"encoded {len(features)} sentences in {time.perf_counter() - started:.1f} s", flush=True)
     lengths = [len(feature["input_ids"]) for feature in features]
     print(f"tokens per sentence: mean {sum(lengths) / len(lengths):.1f}, max {max(lengths)}")
 

@@ -20,6 +20,7 @@ OUT="${1:-/tmp/bertlab-baselines}"
 EPOCHS="${EPOCHS:-1}"
 MAX_TRAIN="${MAX_TRAIN:-8000}"
 LEARNING_RATE="${LEARNING_RATE:-1e-4}"
+THREADS="${THREADS:-1}"  # torch threads; on a shared 2-core machine one thread is much faster
 BERTLAB="${BERTLAB:-$ROOT/.venv/bin/bertlab}"
 UNCASED="$DATA/vocab/bert-base-uncased-vocab.txt"
 CASED="$DATA/vocab/bert-base-cased-vocab.txt"
@@ -32,7 +33,7 @@ run() {  # name task tokenizer train-and-dev-flags...
     local started=$SECONDS
     "$BERTLAB" finetune --task "$task" --from-scratch --model-size mini --tokenizer "$tokenizer" \
         --epochs "$EPOCHS" --learning-rate "$LEARNING_RATE" --max-train-examples "$MAX_TRAIN" \
-        --out "$OUT/$name" --no-progress "$@" | tail -n 1 > "$OUT/$name.json"
+        --threads "$THREADS" --out "$OUT/$name" --no-progress "$@" | tail -n 1 > "$OUT/$name.json"
     echo "$name $(( SECONDS - started )) s: $(cat "$OUT/$name.json")"
 }
 

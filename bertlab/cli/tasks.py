@@ -122,6 +122,7 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=defaults.precision)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
     parser.set_defaults(handler=run_finetune)
@@ -134,8 +135,28 @@ def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    _add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
+
+
+def _add_threads_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's choice, one per core); on a machine "
+        "shared with other jobs, 1 can be many times faster for small models",
+    )
+
+
+def _set_threads(args: argparse.Namespace) -> None:
+    import torch
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise CommandError(f"--threads must be positive, got {args.threads}")
+        torch.set_num_threads(args.threads)
 
 
 def _add_data_flags(parser: argparse.ArgumentParser) -> None:
@@ -271,6 +292,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
+    _set_threads(args)
     task = _task(args)
     source = _model_source(args)
     seeds = _seeds(args)
@@ -299,6 +321,7 @@ def _load(args: argparse.Namespace):
     from bertlab.training.runtime import default_device, resolve_precision
     from bertlab.training.task_inference import read_task_file
 
+    _set_threads(args)
     directory = Path(args.model)
     if not (directory / "config.json").is_file():
         raise CommandError(f"--model {directory}: no config.json (not a model directory)")

@@ -346,6 +346,7 @@ def test_finetune_help_names_every_registered_task():
         ("--model-size", "tiny"),  # neither --model nor --from-scratch
         ("--from-scratch", "--model-size", "tiny"),  # no tokenizer
         ("--from-scratch", "--model-size", "tiny", "--tokenizer", "x", "--seeds", "1,x"),
+        ("--from-scratch", "--model-size", "tiny", "--tokenizer", "x", "--threads", "0"),
     ],
 )
 def test_inconsistent_model_flags(tmp_path, capsys, argv):
