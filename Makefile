@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python benchmarks/bench_model.py --quick
+	$(BIN)/bertlab demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
