@@ -135,6 +135,7 @@ class CharacterClasses:
     cjk: str
     final_sigma: str
     split_differs: str  # characters on which `str.split()` and BERT's whitespace rule disagree
+    whitespace_chars: str  # the characters of `whitespace`, for Python's `re`
 
 
 @functools.lru_cache(maxsize=1)
@@ -180,6 +181,7 @@ def character_classes() -> CharacterClasses:
         cjk=_regex_class(cjk),
         final_sigma=final_sigma,
         split_differs="".join(split_differs),
+        whitespace_chars="".join(map(chr, whitespace)),
     )
 
 
@@ -304,7 +306,10 @@ class Tokenizer:
         self._vocab = dict(vocab)
         self._ids_to_tokens = {index: token for token, index in self._vocab.items()}
         self._backend = self._build_backend()
-        self._chunk_cache = ChunkCache(self._backend, character_classes().split_differs)
+        classes = character_classes()
+        self._chunk_cache = ChunkCache(
+            self._backend, classes.split_differs, classes.whitespace_chars
+        )
 
     def _build_backend(self) -> BackendTokenizer:
         options = self.options

@@ -378,14 +378,19 @@ def test_fast_path_equals_exact_pipeline_on_real_lines(tokenizer):
 
 def test_cached_chunks_give_the_same_ids_as_fresh_ones(tokenizer):
     texts = ["hello world, unaffable!", "hello [MASK] world", "naive Café hello", "", "  \t\n"]
+    # NUL separates texts inside the cache: texts holding it, alone or in a word, stay exact.
+    texts += ["hello \x00 world", "\x00", "hel\x00lo x\x00", "\x00\x00 b"]
     first = tokenizer.encode_ids(texts)  # every chunk is a miss
     assert tokenizer.encode_ids(texts) == first  # every chunk is a hit
     assert tokenizer.encode_ids(list(reversed(texts))) == list(reversed(first))
     assert first == _exact_ids(tokenizer, texts)
+    assert tokenizer.encode_ids([]) == []
+    assert tokenizer.encode_ids([""]) == [[]]
 
 
 def test_full_chunk_cache_starts_afresh_and_stays_exact(tokenizer):
-    cache = ChunkCache(tokenizer.backend, character_classes().split_differs, max_entries=4)
+    classes = character_classes()
+    cache = ChunkCache(tokenizer.backend, classes.split_differs, classes.whitespace_chars, 4)
     texts = ["a b x", "1 hello world", "hello un world ! qqq", "b x"]
     for text in texts * 2:
         assert cache.encode([text]) == _exact_ids(tokenizer, [text])
@@ -393,15 +398,16 @@ def test_full_chunk_cache_starts_afresh_and_stays_exact(tokenizer):
         assert len(cache) <= max(4, len(set(text.split())))
 
 
-def test_texts_that_str_split_would_cut_differently_take_the_exact_path(tokenizer):
+def test_texts_that_str_split_would_cut_differently_are_split_where_bert_splits(tokenizer):
     # BERT deletes U+000B and U+0085 (control characters) where str.split() would split.
-    texts = ["hel\x0blo", "hello\x85world", "a\x1fb hello"]
+    texts = ["hel\x0blo", "hello\x85world", "a\x1fb hello", "x\u3000hello\x0c"]
     assert tokenizer.encode_ids(texts) == _exact_ids(tokenizer, texts)
     assert tokenizer.convert_ids_to_tokens(tokenizer.encode_ids(texts)[0]) == ["hello"]
-    cache = ChunkCache(tokenizer.backend, character_classes().split_differs)
+    classes = character_classes()
+    cache = ChunkCache(tokenizer.backend, classes.split_differs, classes.whitespace_chars)
     cache.encode(texts)
-    assert len(cache) == 0  # nothing went through the chunk cache
-    assert set(character_classes().split_differs) == set("\x0b\x0c\x1c\x1d\x1e\x1f\x85")
+    assert len(cache) == len({"hel\x0blo", "hello\x85world", "a\x1fb", "hello", "x", "hello\x0c"})
+    assert set(classes.split_differs) == set("\x0b\x0c\x1c\x1d\x1e\x1f\x85")
 
 
 def test_encode_ids_in_worker_processes_equals_one_process(tokenizer):
