@@ -42,6 +42,8 @@ DEFAULT_MINUTES = 2.5
 DEFAULT_SEEDS = (1, 2, 3)
 FINETUNE_DROPOUT = 0.1  # BERT's dropout while fine-tuning (pre-training runs without, as Cramming)
 DEV_FRACTION = 0.1  # of the labelled sentences, held out to pick the best epoch
+TEST_FILE = "test.json"  # each fine-tuning run's metrics on the held-out test slice
+RESULTS_FILE = "results.json"  # the demo's numbers, from which its table and figures are drawn
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,9 @@ def _step_finetune(
             )
             model = task.load_head(result.best_dir, None).to(default_device())
             predictions = run_task(task, model, tokenizer, test, 128, precision)
-            accuracy = task.score(predictions, test)[task.primary_metric]
+            metrics = task.score(predictions, test)
+            (run_dir / TEST_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
+            accuracy = metrics[task.primary_metric]
             scores[name].append(accuracy)
             say(f"  seed {seed}, {name:>12}: test {task.primary_metric} {accuracy:.1%}")
     return scores

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +23,17 @@ PRETRAIN_PANELS = (
 
 def write_report(result: DemoResult, out: Path) -> Path:
     """Figures first, then `report.md` that shows them."""
-    from bertlab.demo import recipe_dict, results_table
+    from bertlab.demo import RESULTS_FILE, recipe_dict, results_table
 
+    results = {
+        "recipe": recipe_dict(result.recipe),
+        "minutes": result.minutes,
+        "seeds": list(result.seeds),
+        "pretrain": result.pretrain,
+        "scores": result.scores,
+        "timings": result.timings,
+    }
+    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     records = read_metrics(out / "pretrain" / "metrics.jsonl")
     plot_curves(
         records,
@@ -161,15 +171,26 @@ def _plot_finetuning(result: DemoResult, path: Path) -> None:
 
 
 def _plot_comparison(result: DemoResult, path: Path) -> None:
+    """Drawn from the runs' own `test.json` files."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    from bertlab.demo import TEST_FILE
+
     figure, axis = plt.subplots(figsize=(5, 3.6))
     names = list(result.scores)
+    metric = "accuracy"
     for index, name in enumerate(names):
-        values = result.scores[name]
+        values = [
+            json.loads(
+                (
+                    path.parent / "finetune" / name.replace(" ", "-") / f"seed-{seed}" / TEST_FILE
+                ).read_text(encoding="utf-8")
+            )[metric]
+            for seed in result.seeds
+        ]
         median = statistics.median(values)
         axis.bar(
             index,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import statistics
 
 import pytest
 
@@ -34,6 +36,22 @@ def test_demo_tells_the_whole_story(tmp_path, lang) -> None:
     assert all(
         len(scores) == 2 and all(0 <= s <= 1 for s in scores) for scores in result.scores.values()
     )
+    # The printed table and results.json agree with each run's own test.json.
+    results = json.loads((tmp_path / "results.json").read_text())
+    for name in ("pre-trained", "from scratch"):
+        run_dir = tmp_path / "finetune" / name.replace(" ", "-")
+        accuracies = [
+            json.loads((run_dir / f"seed-{s}" / "test.json").read_text())["accuracy"]
+            for s in (1, 2)
+        ]
+        assert results["scores"][name] == accuracies == result.scores[name]
+        row = next(line for line in lines if line.startswith(f"| {name} |"))
+        assert row.split("|")[2].strip() == f"{statistics.median(accuracies):.1%}"
+    # The pre-training figures were drawn from metrics.jsonl, which holds this run's steps.
+    records = [json.loads(line) for line in (tmp_path / "pretrain" / "metrics.jsonl").open()]
+    assert max(r["step"] for r in records) == results["pretrain"]["steps"]
+    last_eval = [r for r in records if r["kind"] == "eval"][-1]
+    assert last_eval["mlm_accuracy"] == results["pretrain"]["eval"]["mlm_accuracy"]
     report = (tmp_path / "report.md").read_text()
     assert "| pre-trained |" in report and "| from scratch |" in report
     for figure in ("pretraining.png", "finetuning.png", "comparison.png", "attention.png"):
