@@ -21,6 +21,7 @@ from bertlab.training.finetune import (
     apply_freezing,
     finetune_task,
     holdout_split,
+    read_task_data,
     replace_directory,
     summarize_seeds,
     train_task_model,
@@ -184,6 +185,15 @@ def test_holdout_split_keeps_a_squad_article_on_one_side():
     train, dev = holdout_split(make_task("squad"), examples, 0.2)
     assert len(train) + len(dev) == 40 and len(dev) == 8
     assert not {e.title for e in train} & {e.title for e in dev}
+
+
+def test_held_out_dev_labels_are_learned_from_the_whole_training_file(tmp_path):
+    path = tmp_path / "train.bmes"
+    sentences = ["高 B-NAME\n勇 E-NAME\n"] * 9 + ["张 S-ORG\n"]
+    path.write_text("\n".join(sentences))
+    data = read_task_data(make_task("tagging"), path, None, dev_fraction=0.5)
+    assert "S-ORG" in data.label_names
+    assert len(data.train) + len(data.dev) == 10
 
 
 def test_configs_reject_bad_values():
