@@ -83,7 +83,7 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     add("--log-every", type=int, default=train.log_every_steps, help="steps per metrics record")
     add("--precision", default="auto", choices=("auto", "fp32", "bf16"), help="auto: bf16 if fast")
     add("--compile", action="store_true", help="torch.compile the model")
-    add("--num-workers", type=int, default=train.num_workers, help="batch-building processes")
+    add("--num-workers", type=int, choices=(0, 1), default=train.num_workers, help="0: inline")
     add("--corpus-cache", help=f"tokenized corpus directory (default: OUT/{CORPUS_CACHE_DIR})")
     add("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(handler=run_pretrain)
