@@ -23,7 +23,7 @@ TINY = {
 }
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", ["en", pytest.param("zh", marks=pytest.mark.slow)])
 def test_demo_tells_the_whole_story(tmp_path, lang) -> None:
     lines: list[str] = []
     recipe = dataclasses.replace(RECIPES[lang], **TINY)
