@@ -203,3 +203,39 @@ def test_nsp_on_one_document_is_refused(pretrain_files, tmp_path, capsys) -> Non
     args = _args(pretrain_files, tmp_path, tmp_path / "run", "--max-steps", "1")
     args[args.index("--corpus") + 1] = str(one_document)
     _fails(args, capsys, "NSP needs at least two documents")
+
+
+def test_gradient_accumulation_follows_the_full_batch(pretrain_files, tmp_path) -> None:
+    """Batch 8 in one pass and in 2 micro-batches of 4: the same losses (dropout off)."""
+    same = ["--max-steps", "4", "--log-every", "1", "--dropout", "0", "--num-workers", "0"]
+    runs = {}
+    for accumulation in ("1", "2"):
+        out = tmp_path / f"accumulate-{accumulation}"
+        args = _args(pretrain_files, tmp_path, out, *same)
+        assert main([*args, "--gradient-accumulation-steps", accumulation]) == 0
+        runs[accumulation] = [
+            r["loss"] for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"
+        ]
+    assert len(runs["1"]) == 4
+    assert runs["2"] == pytest.approx(runs["1"], rel=1e-4)
+
+
+def test_init_from_continues_an_existing_model(pretrain_files, tmp_path) -> None:
+    first = tmp_path / "first"
+    assert main(_args(pretrain_files, tmp_path, first, "--max-steps", "2")) == 0
+    args = _args(
+        pretrain_files,
+        tmp_path,
+        tmp_path / "second",
+        "--max-steps",
+        "1",
+        "--init-from",
+        str(first / "final"),
+        "--learning-rate",
+        "1e-9",
+    )
+    args = args[: args.index("--config")] + args[args.index("--config") + 2 :]
+    assert main(args) == 0
+    before, after = _weights(first / "final"), _weights(tmp_path / "second" / "final")
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    assert torch.allclose(before[key], after[key], atol=1e-6)  # started from it, barely moved
