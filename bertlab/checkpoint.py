@@ -41,6 +41,7 @@ TIED_KEYS = frozenset({"cls.predictions.decoder.weight", "cls.predictions.decode
 IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Keys whose first dimension is the vocabulary, for a clear message on a vocabulary mismatch.
 VOCAB_KEYS = ("embeddings.word_embeddings.weight", "cls.predictions.bias")
+FILE_MODE = 0o644
 LEGACY_SUFFIXES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
 
 
@@ -51,6 +52,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(handle)
     try:
         yield Path(temporary)
+        os.chmod(temporary, FILE_MODE)  # mkstemp makes it private; a model is for sharing
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):

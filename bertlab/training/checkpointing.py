@@ -23,6 +23,7 @@ CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "training_state.pt"
 _NAME = re.compile(r"^step-(\d+)$")
 STEP_DIGITS = 6
+DIRECTORY_MODE = 0o755
 
 
 def checkpoint_name(step: int) -> str:
@@ -64,6 +65,7 @@ def save_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=root))
+    staging.chmod(DIRECTORY_MODE)  # mkdtemp makes it private; a checkpoint is a model to share
     try:
         model.save_pretrained(staging)
         torch.save(state, staging / STATE_FILE)

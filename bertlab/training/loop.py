@@ -442,6 +442,7 @@ class _Run:
             self._plot()
         final = self.out_dir / FINAL_DIR
         staging = Path(tempfile.mkdtemp(prefix=".final.", suffix=".partial", dir=self.out_dir))
+        staging.chmod(checkpointing.DIRECTORY_MODE)
         try:
             self.model.save_pretrained(staging)
             self.tokenizer.save_pretrained(staging)
