@@ -326,6 +326,8 @@ class PretrainConfig:
                 f"batch_size {self.batch_size} is not divisible by gradient_accumulation_steps "
                 f"{self.gradient_accumulation_steps}"
             )
+        if self.num_workers > 1:  # the batch stream is one sequence; it is not sharded
+            raise ValueError(f"num_workers must be 0 or 1, got {self.num_workers}")
         if not self.learning_rate > 0 or self.weight_decay < 0 or not self.max_grad_norm > 0:
             raise ValueError("need learning_rate > 0, weight_decay >= 0 and max_grad_norm > 0")
         if not 0.0 <= self.warmup_fraction < 1.0:

@@ -228,7 +228,8 @@ class _Run:
             set_seed(config.seed + context.rank)  # dropout differs between processes
         bar = self._progress_bar(show_progress)
         window = torch.zeros(len(STATS) + 1, dtype=torch.float64)
-        window_start, last_checkpoint = time.perf_counter(), time.monotonic()
+        # Throughput over training time only: evaluation and checkpoints do not count.
+        window_start, last_checkpoint = self.progress.elapsed, time.monotonic()
         last_eval = None
         while not self._done():
             started = time.perf_counter()
@@ -242,9 +243,9 @@ class _Run:
             window += stats
             self._update_bar(bar, stats, started)
             if self.progress.step % config.log_every_steps == 0 or self._done():
-                self._log_train(window, time.perf_counter() - window_start)
+                self._log_train(window, self.progress.elapsed - window_start)
                 window.zero_()
-                window_start = time.perf_counter()
+                window_start = self.progress.elapsed
             if eval_batches and (self._eval_due() or self._done()):
                 last_eval = self._evaluate(eval_batches)
             if self._checkpoint_due(last_checkpoint):
