@@ -24,7 +24,13 @@ from typing import Any
 
 from bertlab.config import BertConfig, FinetuneConfig, PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import build_corpus, preflight_report
-from bertlab.inspection import attention_maps, fill_mask, plot_attention
+from bertlab.inspection import (
+    attention_maps,
+    fill_mask,
+    load_encoder,
+    load_for_fill_mask,
+    plot_attention,
+)
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
@@ -256,8 +262,7 @@ def _step_pretrain(
 
 
 def _step_fill_mask(recipe: DemoRecipe, model_dir: Path, say) -> list[dict[str, Any]]:
-    model = BertForPreTraining.from_pretrained(model_dir).eval()
-    tokenizer = Tokenizer.from_pretrained(model_dir)
+    model, tokenizer = load_for_fill_mask(model_dir)
     shown = []
     for sentence in recipe.fill_mask_sentences:
         prediction = fill_mask(model, tokenizer, sentence, top_k=5)[0]
@@ -317,8 +322,7 @@ def _random_encoder(recipe: DemoRecipe, tokenizer: Tokenizer, seed: int, directo
 
 def _step_attention(recipe: DemoRecipe, out: Path, say) -> None:
     model_dir = out / "pretrain" / "final"
-    model = BertModel.from_pretrained(model_dir).eval()
-    tokenizer = Tokenizer.from_pretrained(model_dir)
+    model, tokenizer = load_encoder(model_dir)
     layer = recipe.num_hidden_layers
     pieces, attentions = attention_maps(model, tokenizer, recipe.example_sentence, layer)
     path = plot_attention(pieces, attentions, layer, recipe.example_sentence, out / "attention.png")

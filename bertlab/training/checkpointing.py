@@ -2,9 +2,9 @@
 
 `OUT/checkpoints/step-000120/` holds `config.json` + `model.safetensors` (loadable like any
 model directory) and `training_state.pt`: optimizer, schedule, RNG states of every process, data
-position, counters. Each checkpoint is written into a hidden `.partial` directory and renamed into
-place when complete, so a kill during the write leaves the previous checkpoints intact; the
-oldest complete ones beyond `keep` are then removed.
+position, counters. Each checkpoint is written into a hidden temporary directory and renamed into
+place when complete (`replace_directory`), so a kill during the write leaves the previous
+checkpoints intact; the oldest complete ones beyond `keep` are then removed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "training_state.pt"
 _NAME = re.compile(r"^step-(\d+)$")
 STEP_DIGITS = 6
-DIRECTORY_MODE = 0o755
+DIRECTORY_MODE = 0o755  # tempfile.mkdtemp makes 0o700 directories; a saved model is for sharing
 
 
 def checkpoint_name(step: int) -> str:
@@ -61,25 +62,41 @@ def save_checkpoint(
             numbers, strings, lists, dicts, tuples); see `portable_rng_state`.
         keep: complete checkpoints kept after this one is written.
     """
-    root = Path(out_dir) / CHECKPOINTS_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / checkpoint_name(step)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=root))
-    staging.chmod(DIRECTORY_MODE)  # mkdtemp makes it private; a checkpoint is a model to share
-    try:
-        model.save_pretrained(staging)
-        torch.save(state, staging / STATE_FILE)
-        if final.exists():  # the same step written again (e.g. the last step after a resume)
-            shutil.rmtree(final)
-        os.replace(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    final = Path(out_dir) / CHECKPOINTS_DIR / checkpoint_name(step)
+
+    def write(directory: Path) -> None:
+        model.save_pretrained(directory)
+        torch.save(state, directory / STATE_FILE)
+
+    replace_directory(final, write)
     checkpoints = list_checkpoints(out_dir)
     if keep:
         for old in checkpoints[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def replace_directory(directory: Path, write: Callable[[Path], None]) -> None:
+    """Fill a temporary directory beside `directory` with `write`, then rename it into place.
+
+    A crash while writing leaves the previous `directory` whole; only the two renames at the end
+    touch it.
+    """
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
+    os.chmod(temporary, DIRECTORY_MODE)
+    try:
+        write(temporary)
+        old = None
+        if directory.exists():
+            old = directory.with_name(f"{temporary.name}.old")
+            os.rename(directory, old)
+        os.rename(temporary, directory)
+        if old is not None:
+            shutil.rmtree(old)
+    finally:
+        if temporary.exists():
+            shutil.rmtree(temporary)
 
 
 def load_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:

@@ -16,11 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -34,6 +32,7 @@ from bertlab.config import BertConfig, FinetuneConfig
 from bertlab.data.task_collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.heads import BertForTask
 from bertlab.tokenization import Tokenizer
+from bertlab.training.checkpointing import replace_directory
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.optim import build_optimizer, linear_warmup_decay
 from bertlab.training.runtime import autocast, default_device, resolve_precision, set_seed
@@ -47,7 +46,6 @@ SEEDS_FILE = "seeds.json"
 # The train/dev split of `--dev-fraction` and the `--max-train-examples` subset are drawn with
 # this seed, not the run's, so that every seed of `--seeds` trains and is scored on the same data.
 DATA_SPLIT_SEED = 0
-DIRECTORY_MODE = 0o755  # tempfile.mkdtemp makes 0o700 directories; a saved model is for sharing
 
 
 @dataclass(frozen=True)
@@ -126,29 +124,6 @@ def apply_freezing(model: BertForTask, config: FinetuneConfig) -> int:
 
 
 # --- saving ---------------------------------------------------------------------------------------
-
-
-def replace_directory(directory: Path, write: Callable[[Path], None]) -> None:
-    """Fill a temporary directory beside `directory` with `write`, then rename it into place.
-
-    A crash while writing leaves the previous `directory` whole; only the two renames at the end
-    touch it.
-    """
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
-    os.chmod(temporary, DIRECTORY_MODE)
-    try:
-        write(temporary)
-        old = None
-        if directory.exists():
-            old = directory.with_name(f"{temporary.name}.old")
-            os.rename(directory, old)
-        os.rename(temporary, directory)
-        if old is not None:
-            shutil.rmtree(old)
-    finally:
-        if temporary.exists():
-            shutil.rmtree(temporary)
 
 
 def write_task_model(directory: Path, model: BertForTask, tokenizer: Tokenizer, task: Task) -> None:

@@ -18,8 +18,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -442,17 +440,12 @@ class _Run:
         if self.metrics is not None:
             self._plot()
         final = self.out_dir / FINAL_DIR
-        staging = Path(tempfile.mkdtemp(prefix=".final.", suffix=".partial", dir=self.out_dir))
-        staging.chmod(checkpointing.DIRECTORY_MODE)
-        try:
-            self.model.save_pretrained(staging)
-            self.tokenizer.save_pretrained(staging)
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+
+        def write(directory: Path) -> None:
+            self.model.save_pretrained(directory)
+            self.tokenizer.save_pretrained(directory)
+
+        checkpointing.replace_directory(final, write)
         return final
 
 

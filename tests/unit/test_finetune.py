@@ -13,6 +13,7 @@ from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.squad import Answer, SquadExample
 from bertlab.heads import BertForSequenceClassification
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.training.checkpointing import replace_directory
 from bertlab.training.finetune import (
     FinetuneLoop,
     FinetuneResult,
@@ -22,7 +23,6 @@ from bertlab.training.finetune import (
     finetune_task,
     holdout_split,
     read_task_data,
-    replace_directory,
     summarize_seeds,
     train_task_model,
 )
