@@ -205,7 +205,12 @@ class Task:
         return index
 
     def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> BertForTask:
-        return self.head_class.from_pretrained(directory)
+        """The head of `directory`; with `label_names`, a label head gets that label set."""
+        if label_names is None:
+            return self.head_class.from_pretrained(directory)
+        return self.head_class.from_pretrained(
+            directory, id2label=dict(enumerate(label_names)), num_labels=None
+        )
 
     def encode(
         self,
@@ -308,11 +313,7 @@ class ClassificationTask(Task):
             return BertForSequenceClassification.from_pretrained(
                 directory, num_labels=1, problem_type="regression"
             )
-        if label_names is None:
-            return BertForSequenceClassification.from_pretrained(directory)
-        return BertForSequenceClassification.from_pretrained(
-            directory, id2label=dict(enumerate(label_names)), num_labels=None
-        )
+        return super().load_head(directory, label_names)
 
     def encode(
         self,
@@ -393,13 +394,6 @@ class TaggingTask(Task):
 
     def new_head(self, config: BertConfig, label_names: Sequence[str] | None) -> BertForTask:
         return BertForTokenClassification(config, id2label=dict(enumerate(label_names)))
-
-    def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> BertForTask:
-        if label_names is None:
-            return BertForTokenClassification.from_pretrained(directory)
-        return BertForTokenClassification.from_pretrained(
-            directory, id2label=dict(enumerate(label_names)), num_labels=None
-        )
 
     def encode(
         self,
