@@ -264,6 +264,9 @@ class PretrainDataConfig:
     objective: str = "mlm+nsp"  # one of OBJECTIVES
     do_whole_word_mask: bool = False  # Google's flag of the same name
     random_next_prob: float = 0.5  # BERT paper §3.1: 50% of the B sentences are random (NotNext)
+    # mlm/clm only: fill segments to the full length across sentence boundaries (RoBERTa's
+    # DOC-SENTENCES) instead of ending them at the last whole sentence that fits.
+    pack_sequences: bool = False
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -280,6 +283,8 @@ class PretrainDataConfig:
                 raise ValueError(f"PretrainDataConfig.{name} must be in [0, 1], got {value!r}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
+        if self.pack_sequences and self.objective == "mlm+nsp":
+            raise ValueError("pack_sequences needs objective mlm or clm (NSP keeps sentence pairs)")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError
 from bertlab.cli.demo import add_demo_command
+from bertlab.cli.experiment import add_experiment_commands
 from bertlab.cli.inspection import add_inspection_commands
 from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.tasks import add_task_commands
@@ -26,6 +27,7 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_pretrain_command,
     add_task_commands,
     add_inspection_commands,
+    add_experiment_commands,
 )
 
 

@@ -12,11 +12,14 @@ import os
 import re
 from pathlib import Path
 
+from bertlab.budget import restore_finetune_dropout
 from bertlab.cli.common import CommandError
 
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 SECONDS_PER_UNIT = (3600.0, 60.0, 1.0)
 CORPUS_CACHE_DIR = "corpus"
+TOKENIZER_DIR = "tokenizer"  # --budget without --tokenizer: the vocabulary trained on the corpus
+DEFAULT_MODEL_SIZE = "mini"
 # Training memory per layer and token, from Korthikanti et al. 2022 ("Reducing Activation
 # Recomputation in Large Transformer Models", §4.1): s·b·h·(34 + 5·a·s/h) bytes in 16-bit, twice
 # that in fp32. Weights, gradients and Adam's two moments: 16 bytes per parameter in fp32.
@@ -53,24 +56,40 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     add("--corpus", nargs="+", required=True, help="text files (.txt/.gz), Google's layout")
     add("--tokenizer", help="vocab.txt or tokenizer directory (default: the --init-from model's)")
     add("--out", required=True, help="run directory: checkpoints, metrics, final model")
-    add("--model-size", default="mini", choices=list(PRESETS), help="preset (default: mini)")
+    add("--model-size", choices=list(PRESETS), help="preset (default: mini)")
     add("--config", help="config.json of the architecture (instead of --model-size)")
     add("--init-from", help="continue pre-training this model directory (domain adaptation)")
-    add("--objective", default=data.objective, choices=OBJECTIVES, help="(default: mlm+nsp)")
-    add("--max-seq-length", type=int, default=data.max_seq_length, help="tokens per sequence")
-    add("--mlm-probability", type=float, default=data.mlm_probability, help="share masked")
+    add("--objective", choices=OBJECTIVES, help=f"(default: {data.objective})")
+    add("--max-seq-length", type=int, help=f"tokens per sequence (default: {data.max_seq_length})")
+    add("--mlm-probability", type=float, help=f"share masked (default: {data.mlm_probability})")
     add("--max-predictions-per-seq", type=int, help="(default: ceil(length * probability))")
     add("--short-seq-prob", type=float, default=data.short_seq_prob, help="shorter targets")
     add("--whole-word-mask", action="store_true", help="mask whole words (zh: jieba words)")
+    add(
+        "--pack-sequences",
+        action=argparse.BooleanOptionalAction,
+        help="mlm/clm: fill every sequence to the full length across sentence boundaries "
+        "(default: off; on with --budget)",
+    )
     add("--lang", default="auto", choices=("auto", "en", "zh"), help="sentence splitting")
-    add("--batch-size", type=int, default=train.batch_size, help="sequences per step and process")
+    add(
+        "--batch-size",
+        type=int,
+        help=f"sequences per step and process (default: {train.batch_size})",
+    )
     add("--gradient-accumulation-steps", type=int, default=train.gradient_accumulation_steps)
     budget = parser.add_mutually_exclusive_group(required=True)
     budget.add_argument("--max-steps", type=int, help="optimizer steps to train")
     budget.add_argument("--max-time", type=parse_duration, help="training time, e.g. 30m, 1h")
-    add("--learning-rate", type=float, default=train.learning_rate, help="peak (default: 1e-4)")
-    add("--warmup", type=float, default=train.warmup_fraction, help="warmup share of the run")
-    add("--schedule", default=train.schedule, choices=("linear", "one-cycle"), help="--max-time")
+    budget.add_argument(
+        "--budget",
+        type=parse_duration,
+        help="training time with the budget recipe (docs/budget.md): a small model, a vocabulary "
+        "trained on the corpus, MLM at 20%%, one-cycle; any flag given explicitly still wins",
+    )
+    add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
+    add("--warmup", type=float, help=f"warmup share of the run (default: {train.warmup_fraction})")
+    add("--schedule", choices=("linear", "one-cycle"), help="(default: linear)")
     add("--weight-decay", type=float, default=train.weight_decay)
     add("--dropout", type=float, help="hidden and attention dropout (default: the config's)")
     add("--seed", type=int, default=train.seed)
@@ -107,12 +126,15 @@ def _pretrain(args: argparse.Namespace, context) -> int:
     from bertlab.training.loop import pretrain
     from bertlab.training.runtime import barrier, set_seed
 
+    recipe = _fill_defaults(args)
     data_config, config = _configs(args)
     out = Path(args.out)
     _check_out(out, args.resume)
-    tokenizer = _tokenizer(args)
-    model_config = _model_config(args, tokenizer)
     say = print if context.is_main else (lambda *_: None)
+    if recipe is not None:
+        say(f"budget recipe for {args.budget / 60:g} min: {_describe(recipe, args)}")
+    tokenizer = _tokenizer(args, recipe, out, context)
+    model_config = _model_config(args, tokenizer, recipe)
     cache = Path(args.corpus_cache) if args.corpus_cache else out / CORPUS_CACHE_DIR
     show = not args.no_progress
     if context.is_main:
@@ -147,8 +169,74 @@ def _pretrain(args: argparse.Namespace, context) -> int:
     )
     if result.last_eval:
         say("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.last_eval.items()))
+    if recipe is not None and args.dropout is None and context.is_main:
+        restore_finetune_dropout(result.final_dir)
+        say(f"pre-trained without dropout; {result.final_dir}/config.json has BERT's 0.1 again")
     say(f"wrote {result.final_dir}")
     return 0
+
+
+# Flags whose default depends on --budget: (name, PretrainDataConfig / PretrainConfig field).
+_RECIPE_FLAGS = (
+    ("objective", "objective"),
+    ("max_seq_length", "max_seq_length"),
+    ("mlm_probability", "mlm_probability"),
+    ("batch_size", "batch_size"),
+    ("learning_rate", "learning_rate"),
+    ("warmup", "warmup_fraction"),
+    ("schedule", "schedule"),
+)
+
+
+def _fill_defaults(args: argparse.Namespace):
+    """Fill the flags the user left unset: from the budget recipe with --budget, else from the
+    configs' defaults. Returns the recipe, or None without --budget."""
+    from bertlab.budget import budget_recipe
+    from bertlab.config import PretrainConfig, PretrainDataConfig
+
+    recipe = None
+    if args.budget is not None:
+        recipe = budget_recipe(args.budget)
+        args.max_time = args.budget
+    for flag, field in _RECIPE_FLAGS:
+        if getattr(args, flag) is None:
+            if recipe is not None:
+                value = getattr(recipe, field)
+            else:
+                defaults = (
+                    PretrainDataConfig if hasattr(PretrainDataConfig, field) else PretrainConfig
+                )
+                value = getattr(defaults, field)
+            setattr(args, flag, value)
+    if args.pack_sequences is None:
+        args.pack_sequences = (
+            recipe is not None and recipe.pack_sequences and args.objective != "mlm+nsp"
+        )
+    if recipe is not None and args.dropout is None and not args.init_from:
+        args.pretrain_dropout = recipe.dropout
+    else:
+        args.pretrain_dropout = args.dropout
+    if args.model_size is None and recipe is None:
+        args.model_size = DEFAULT_MODEL_SIZE
+    return recipe
+
+
+def _describe(recipe, args: argparse.Namespace) -> str:
+    shape = (
+        f"{recipe.num_hidden_layers} layers x {recipe.hidden_size}"
+        if not (args.config or args.model_size or args.init_from)
+        else "model as given"
+    )
+    vocabulary = (
+        f"{recipe.vocab_size:,}-piece vocabulary trained on the corpus"
+        if not (args.tokenizer or args.init_from)
+        else "tokenizer as given"
+    )
+    return (
+        f"{shape}, {vocabulary}, {args.objective} at {args.mlm_probability:.0%} masking, "
+        f"sequences of {args.max_seq_length}, batch {args.batch_size}, {args.schedule} to "
+        f"{args.learning_rate:g}, dropout {args.pretrain_dropout:g}"
+    )
 
 
 def _configs(args: argparse.Namespace):
@@ -164,6 +252,7 @@ def _configs(args: argparse.Namespace):
         max_predictions_per_seq=max_predictions,
         objective=args.objective,
         do_whole_word_mask=args.whole_word_mask,
+        pack_sequences=args.pack_sequences,
     )
     config = PretrainConfig(
         learning_rate=args.learning_rate,
@@ -195,22 +284,47 @@ def _check_out(out: Path, resume: bool) -> None:
         raise CommandError(f"--out {out} already holds a run; add --resume or choose another --out")
 
 
-def _tokenizer(args: argparse.Namespace):
+def _tokenizer(args: argparse.Namespace, recipe, out: Path, context):
     from bertlab.tokenization import Tokenizer
+    from bertlab.training.runtime import barrier
 
     path = args.tokenizer or args.init_from
-    if path is None:
-        raise CommandError("give --tokenizer (vocab.txt or a tokenizer directory)")
-    return Tokenizer.from_pretrained(path)
+    if path is not None:
+        return Tokenizer.from_pretrained(path)
+    if recipe is None:
+        raise CommandError("give --tokenizer (vocab.txt or a tokenizer directory), or --budget")
+    directory = out / TOKENIZER_DIR
+    if context.is_main and not (directory / "vocab.txt").is_file():
+        _train_budget_tokenizer(args, recipe, directory)
+    barrier(context)
+    return Tokenizer.from_pretrained(directory)
 
 
-def _model_config(args: argparse.Namespace, tokenizer):
+def _train_budget_tokenizer(args: argparse.Namespace, recipe, directory: Path) -> None:
+    from bertlab.data.corpus_encode import sniff_lang
+    from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+    from bertlab.training.checkpointing import replace_directory
+
+    lang = sniff_lang(Path(args.corpus[0]), args.lang)
+    config = TokenizerTrainingConfig(
+        vocab_size=recipe.vocab_size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
+    )
+    print(f"training a {recipe.vocab_size:,}-piece vocabulary on the corpus ({lang})")
+    tokenizer, report = train_tokenizer(args.corpus, config, show_progress=not args.no_progress)
+    for line in report.summary():
+        print(f"  {line}")
+    replace_directory(directory, tokenizer.save_pretrained)
+
+
+def _model_config(args: argparse.Namespace, tokenizer, recipe=None):
     from bertlab.config import BertConfig
 
     if args.init_from:
         config = BertConfig.from_json_file(Path(args.init_from) / "config.json")
     elif args.config:
         config = BertConfig.from_json_file(args.config)
+    elif args.model_size is None and recipe is not None:
+        config = recipe.model_config(tokenizer.vocab_size, tokenizer.pad_token_id)
     else:
         config = BertConfig.from_preset(args.model_size, vocab_size=tokenizer.vocab_size)
     if config.vocab_size != tokenizer.vocab_size:
@@ -226,9 +340,10 @@ def _model_config(args: argparse.Namespace, tokenizer):
         )
     if args.objective == "clm":
         config = config.replace(is_causal=True)
-    if args.dropout is not None:
+    if args.pretrain_dropout is not None:
         config = config.replace(
-            hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout
+            hidden_dropout_prob=args.pretrain_dropout,
+            attention_probs_dropout_prob=args.pretrain_dropout,
         )
     return config
 

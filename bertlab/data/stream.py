@@ -160,6 +160,7 @@ def block_instances(
             config.objective,
             config.random_next_prob,
             word_starts,
+            config.pack_sequences,
         )
     random.Random(f"bertlab-shuffle:{spec.seed}:{epoch}:{block}").shuffle(instances)
     return instances

@@ -458,3 +458,20 @@ def test_special_ids_from_vocab() -> None:
     assert SpecialIds.from_vocab(vocab) == SpecialIds(pad=0, unk=100, cls=101, sep=102, mask=103)
     with pytest.raises(ValueError, match="missing"):
         SpecialIds.from_vocab({"a": 0})
+
+
+def test_packed_segments_fill_the_target_across_sentences() -> None:
+    documents = [[list(range(10, 13)), list(range(20, 27)), [30], list(range(40, 45))]]
+    instances = create_instances_from_document(
+        documents, 0, 6, 0.0, random.Random(0), "mlm", pack=True
+    )
+    segments = [instance.tokens_a for instance in instances]
+    assert segments == [[10, 11, 12, 20], [21, 22, 23, 24], [25, 26, 30, 40], [41, 42, 43, 44]]
+    unpacked = create_instances_from_document(documents, 0, 6, 0.0, random.Random(0), "mlm")
+    assert sum(map(len, segments)) == sum(len(i.tokens_a) for i in unpacked)  # nothing lost
+    assert len(unpacked) > len(segments)
+
+
+def test_packing_is_refused_with_nsp() -> None:
+    with pytest.raises(ValueError, match="pack_sequences needs objective mlm or clm"):
+        PretrainDataConfig(objective="mlm+nsp", pack_sequences=True)

@@ -1,0 +1,89 @@
+"""`bertlab experiment transfer`: pre-train on a budget, then measure what it buys downstream."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertlab.cli.common import CommandError
+from bertlab.cli.pretrain import parse_duration
+
+
+def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.experiment import TASKS, TransferConfig
+
+    parser = subparsers.add_parser("experiment", help="experiments that measure the recipes")
+    commands = parser.add_subparsers(title="experiments", metavar="EXPERIMENT", required=True)
+    transfer = commands.add_parser(
+        "transfer",
+        help="does budget pre-training pay off? pre-trained vs from scratch on GLUE-style tasks",
+        description="Pre-train with `bertlab pretrain --budget`, then fine-tune the model at 0 "
+        "(from scratch), the --points and the whole budget on each task with the same "
+        "fine-tuning budget and several seeds; score on a test split carved from each task's "
+        "training file. Writes OUT/table.md (median and min-max per point), OUT/transfer.png "
+        "and OUT/results.json. Running the same command again continues an interrupted run.",
+    )
+    defaults = TransferConfig
+    english = ", ".join(t.name for t in TASKS["en"])
+    chinese = ", ".join(t.name for t in TASKS["zh"])
+    add = transfer.add_argument
+    add(
+        "--data",
+        required=True,
+        help="the data directory (layout of ../shared/data: glue/SST-2/...)",
+    )
+    add("--out", required=True, help="experiment directory")
+    add("--lang", default=defaults.lang, choices=list(TASKS), help="en or zh (default: en)")
+    add(
+        "--budget",
+        type=parse_duration,
+        default=defaults.budget_minutes * 60,
+        help="pre-training time, e.g. 60m (default: 60m)",
+    )
+    add(
+        "--points",
+        default=",".join(f"{p:g}" for p in defaults.points),
+        help="minutes of pre-training to fine-tune from, besides 0 and the budget (default: "
+        "%(default)s; empty: none)",
+    )
+    add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
+    add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
+    add(
+        "--corpus",
+        nargs="+",
+        help="pre-training corpus files (default: the language's corpora under --data)",
+    )
+    add(
+        "--learning-rate",
+        type=float,
+        default=defaults.learning_rate,
+        help="fine-tuning learning rate (default: %(default)g)",
+    )
+    add("--no-progress", action="store_true", help="hide progress bars")
+    transfer.set_defaults(handler=run_transfer_command)
+
+
+def _numbers(text: str, flag: str, kind=float) -> tuple:
+    try:
+        return tuple(kind(part) for part in text.split(",") if part.strip())
+    except ValueError as error:
+        raise CommandError(f"{flag} must be numbers separated by commas: {text}") from error
+
+
+def run_transfer_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertlab.experiment import TransferConfig, run_transfer
+
+    config = TransferConfig(
+        data_dir=Path(args.data),
+        out=Path(args.out),
+        lang=args.lang,
+        budget_minutes=args.budget / 60,
+        points=_numbers(args.points, "--points"),
+        seeds=_numbers(args.seeds, "--seeds", int),
+        tasks=tuple(t.strip() for t in args.tasks.split(",")) if args.tasks else None,
+        corpus=tuple(args.corpus) if args.corpus else None,
+        learning_rate=args.learning_rate,
+    )
+    run_transfer(config, show_progress=not args.no_progress)
+    return 0

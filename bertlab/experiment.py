@@ -1,0 +1,495 @@
+"""`bertlab experiment transfer`: does pre-training on a budget pay off downstream?
+
+Pre-train with the budget recipe (`bertlab pretrain --budget`), then fine-tune the model at several
+points of that run (0 minutes = a randomly initialized model of the same shape) on a set of tasks,
+with the same fine-tuning budget and several seeds each, and score every run on a test split
+carved from the task's training file. Everything lands in one directory: the pre-training run,
+each fine-tuning run with its `test.json`, `results.json`, `table.md` and `transfer.png`.
+
+Each step is skipped when its output is already there, so an interrupted experiment continues
+where it stopped when the same command is run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.budget import FINETUNE_DROPOUT, budget_recipe, restore_finetune_dropout
+from bertlab.config import FinetuneConfig, TaskDataConfig
+from bertlab.training.finetune import (
+    DATA_SPLIT_SEED,
+    ModelSource,
+    TaskData,
+    finetune_task,
+    holdout_split,
+)
+
+logger = logging.getLogger(__name__)
+
+RESULTS_FILE = "results.json"
+TABLE_FILE = "table.md"
+PLOT_FILE = "transfer.png"
+TEST_FILE = "test.json"
+SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
+TEST_FRACTION = 0.2  # of each task's training file, held out as its test split
+DEV_FRACTION = 0.1  # of the rest, held out to pick the best epoch
+MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
+FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md
+FINETUNE_BATCH_SIZE = 32
+CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
+POINT_TOLERANCE = 0.2  # a point's checkpoint must lie within 20% of the minutes asked for
+
+
+@dataclass(frozen=True)
+class TransferTask:
+    """One row of the table: a registered task, its training file and its fine-tuning budget."""
+
+    name: str
+    task: str  # a name in bertlab.data.tasks.TASKS
+    path: str  # the training file, relative to the data directory
+    epochs: int = 3
+    max_seq_length: int = 128
+    max_train_examples: int | None = None  # a subsample of the training part (few labels)
+
+
+TASKS = {
+    "en": (
+        TransferTask("sst2", "sst2", "glue/SST-2/train.tsv", epochs=1, max_seq_length=64),
+        TransferTask("sst2-1k", "sst2", "glue/SST-2/train.tsv", 10, 64, max_train_examples=1000),
+        TransferTask("mrpc", "mrpc", "glue/MRPC/train.tsv"),
+        TransferTask("stsb", "stsb", "glue/STS-B/train.tsv"),
+        TransferTask("rte", "rte", "glue/RTE/train.tsv"),
+        TransferTask("cola", "cola", "glue/CoLA/train.tsv", max_seq_length=64),
+        TransferTask("conll2003", "conll2003", "conll2003/train.txt"),
+    ),
+    "zh": (
+        TransferTask("chnsenticorp", "chnsenticorp", "chnsenticorp/train.tsv"),
+        TransferTask("resume-ner", "tagging", "resume_ner/train.char.bmes"),
+    ),
+}
+CORPORA = {
+    "en": ("corpus_en/enwiki_sample_2014.txt.gz", "corpus_en/enwiki_sample_2021.txt.gz"),
+    "zh": (
+        "corpus_zh/zhwiki_bert_sampled.txt",
+        "corpus_zh/CLUECorpusSmall_bert_sampled.txt",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class TransferConfig:
+    """What one experiment runs."""
+
+    data_dir: Path
+    out: Path
+    lang: str = "en"
+    budget_minutes: float = 60.0
+    points: tuple[float, ...] = (10.0, 30.0)  # minutes, besides 0 and the whole budget
+    seeds: tuple[int, ...] = (1, 2, 3)
+    tasks: tuple[str, ...] | None = None  # names in TASKS[lang]; None: all
+    corpus: tuple[str, ...] | None = None  # files; None: CORPORA[lang] under data_dir
+    learning_rate: float = FINETUNE_LEARNING_RATE
+
+    def __post_init__(self) -> None:
+        if self.lang not in TASKS:
+            raise ValueError(f"unknown language {self.lang!r}; choose one of {', '.join(TASKS)}")
+        if not self.budget_minutes > 0:
+            raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
+        if any(not 0 < p < self.budget_minutes for p in self.points):
+            raise ValueError(f"points must lie strictly between 0 and {self.budget_minutes:g} min")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct and at least one, got {list(self.seeds)}")
+        known = {t.name for t in TASKS[self.lang]}
+        unknown = sorted(set(self.tasks or ()) - known)
+        if unknown:
+            raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(known)}")
+
+    def selected_tasks(self) -> tuple[TransferTask, ...]:
+        return tuple(t for t in TASKS[self.lang] if self.tasks is None or t.name in self.tasks)
+
+    def corpus_files(self) -> list[Path]:
+        names = self.corpus or tuple(str(self.data_dir / f) for f in CORPORA[self.lang])
+        return [Path(name) for name in names]
+
+    def all_points(self) -> tuple[float, ...]:
+        return (SCRATCH, *sorted(self.points), self.budget_minutes)
+
+
+# --- the experiment -------------------------------------------------------------------------------
+
+
+def run_transfer(
+    config: TransferConfig, show_progress: bool = True, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Pre-train, fine-tune every point x task x seed, write the table and the plot."""
+    tasks = config.selected_tasks()
+    _check_inputs(config, tasks)
+    out = config.out
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    say(f"== pre-training with the budget recipe, {config.budget_minutes:g} min")
+    pretrain_dir = _pretrain(config, show_progress)
+    models = _point_models(config, pretrain_dir, say)
+    timings = {"pre-training": time.perf_counter() - started}
+
+    splits = {}
+    for spec in tasks:
+        splits[spec.name] = _task_splits(config, spec)
+        _, data, test = splits[spec.name]
+        say(
+            f"   {spec.name}: {len(data.train):,} training, {len(data.dev):,} dev, "
+            f"{len(test):,} test examples"
+        )
+    # The two ends first, so that the main comparison is complete as early as possible.
+    order = [SCRATCH, config.budget_minutes, *sorted(config.points)]
+    say(
+        f"== fine-tuning {len(tasks)} task(s) x {len(order)} point(s) x {len(config.seeds)} seed(s)"
+    )
+    scores: dict[str, dict[str, list[float]]] = {spec.name: {} for spec in tasks}
+    for minutes in order:
+        point = _point_name(minutes)
+        for spec in tasks:
+            task, data, test = splits[spec.name]
+            values = []
+            for seed in config.seeds:
+                run_dir = out / "finetune" / spec.name / point / f"seed-{seed}"
+                metrics = _finetune_and_test(
+                    config, spec, task, data, test, models[minutes], seed, run_dir, show_progress
+                )
+                values.append(metrics[task.primary_metric])
+            scores[spec.name][point] = values
+            say(
+                f"   {point:>8} {spec.name}: {task.primary_metric} median "
+                f"{statistics.median(values):.4f} (min {min(values):.4f}, max {max(values):.4f})"
+            )
+            timings["total"] = time.perf_counter() - started
+            results = _write_results(config, tasks, pretrain_dir, scores, timings)
+    for line in results_table(results):
+        say(line)
+    say(f"wrote {out / TABLE_FILE}, {out / PLOT_FILE}, {out / RESULTS_FILE}")
+    return results
+
+
+def _write_results(config, tasks, pretrain_dir: Path, scores, timings) -> dict[str, Any]:
+    """results.json, table.md and transfer.png from the scores so far (missing points: -)."""
+    results = _results(config, tasks, pretrain_dir, scores, timings)
+    out = config.out
+    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (out / TABLE_FILE).write_text("\n".join(results_table(results)) + "\n", encoding="utf-8")
+    plot_transfer(results, out / PLOT_FILE)
+    return results
+
+
+def _check_inputs(config: TransferConfig, tasks: Sequence[TransferTask]) -> None:
+    missing = [str(p) for p in config.corpus_files() if not p.is_file()]
+    missing += [
+        str(config.data_dir / t.path) for t in tasks if not (config.data_dir / t.path).is_file()
+    ]
+    if missing:
+        raise FileNotFoundError(f"missing input file(s): {', '.join(missing)}")
+
+
+def _point_name(minutes: float) -> str:
+    return "scratch" if minutes == SCRATCH else f"{minutes:g}min"
+
+
+# --- pre-training and its points ------------------------------------------------------------------
+
+
+def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
+    """`bertlab pretrain --budget` into OUT/pretrain (continued if interrupted, skipped if done)."""
+    from bertlab.cli import build_parser
+    from bertlab.training.checkpointing import latest_checkpoint
+
+    run_dir = config.out / "pretrain"
+    if (run_dir / "final" / "config.json").is_file():
+        return run_dir
+    argv = [
+        "pretrain",
+        "--corpus",
+        *map(str, config.corpus_files()),
+        "--out",
+        str(run_dir),
+        "--budget",
+        f"{config.budget_minutes:g}m",
+        "--lang",
+        config.lang,
+        "--checkpoint-minutes",
+        f"{min((CHECKPOINT_MINUTES, *(p / 2 for p in config.points))):g}",
+        "--keep-checkpoints",
+        "0",
+    ]
+    if latest_checkpoint(run_dir) is not None:
+        argv.append("--resume")
+    if not show_progress:
+        argv.append("--no-progress")
+    args = build_parser().parse_args(argv)
+    code = args.handler(args)
+    if code:
+        raise RuntimeError(f"pre-training failed (exit {code})")
+    return run_dir
+
+
+def _point_models(config: TransferConfig, pretrain_dir: Path, say) -> dict[float, Path]:
+    """Model directory per point: a random model for 0, the checkpoints nearest each point's
+    training minutes, and the final model for the whole budget."""
+    from bertlab.training.checkpointing import list_checkpoints, load_state
+
+    points_dir = config.out / "points"
+    models: dict[float, Path] = {SCRATCH: _scratch_model(pretrain_dir / "final", points_dir)}
+    elapsed = {}
+    for checkpoint in list_checkpoints(pretrain_dir):
+        elapsed[checkpoint] = load_state(checkpoint)["progress"]["elapsed"] / 60
+    for minutes in sorted(config.points):
+        if not elapsed:
+            raise ValueError(f"{pretrain_dir} has no checkpoints to take the {minutes:g}-min point")
+        checkpoint = min(elapsed, key=lambda c: abs(elapsed[c] - minutes))
+        if abs(elapsed[checkpoint] - minutes) > POINT_TOLERANCE * minutes:
+            raise ValueError(
+                f"no checkpoint near {minutes:g} min of training (nearest: "
+                f"{elapsed[checkpoint]:.1f} min, {checkpoint.name})"
+            )
+        say(f"   {minutes:g}-min point: {checkpoint.name} ({elapsed[checkpoint]:.1f} min trained)")
+        models[minutes] = _fine_tunable_copy(
+            checkpoint, pretrain_dir / "final", points_dir / _point_name(minutes)
+        )
+    models[config.budget_minutes] = pretrain_dir / "final"
+    return models
+
+
+def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path) -> Path:
+    """The checkpoint's weights with the final model's tokenizer and fine-tuning dropout."""
+    if (directory / "config.json").is_file():
+        return directory
+    from bertlab.training.checkpointing import replace_directory
+
+    def write(target: Path) -> None:
+        for name in ("config.json", "model.safetensors"):
+            shutil.copy2(checkpoint / name, target / name)
+        for tokenizer_file in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+            if (final / tokenizer_file).is_file():
+                shutil.copy2(final / tokenizer_file, target / tokenizer_file)
+        restore_finetune_dropout(target)
+
+    replace_directory(directory, write)
+    return directory
+
+
+def _scratch_model(final: Path, points_dir: Path) -> Path:
+    """A randomly initialized encoder of the final model's shape, with its tokenizer.
+
+    Every seed re-initializes it (fine-tuning sets the seed before building the model), so this
+    directory only carries the shape and the tokenizer; see `_finetune_and_test`.
+    """
+    directory = points_dir / _point_name(SCRATCH)
+    if (directory / "config.json").is_file():
+        return directory
+    from bertlab.tokenization import Tokenizer
+    from bertlab.training.checkpointing import replace_directory
+
+    def write(target: Path) -> None:
+        shutil.copy2(final / "config.json", target / "config.json")
+        Tokenizer.from_pretrained(final).save_pretrained(target)
+
+    replace_directory(directory, write)
+    return directory
+
+
+# --- fine-tuning ----------------------------------------------------------------------------------
+
+
+def _task_splits(config: TransferConfig, spec: TransferTask):
+    """(task, TaskData with train and dev, test examples), carved from the training file."""
+    from bertlab.training.task_inference import make_task
+
+    task = make_task(spec.task, data=TaskDataConfig(max_seq_length=spec.max_seq_length))
+    examples = task.read_gold(config.data_dir / spec.path)
+    label_names = task.label_names(examples)
+    rest, test = holdout_split(task, examples, TEST_FRACTION)
+    train, dev = holdout_split(task, rest, DEV_FRACTION)
+    if len(dev) > MAX_DEV_EXAMPLES:
+        dev = random.Random(DATA_SPLIT_SEED).sample(dev, MAX_DEV_EXAMPLES)
+    if spec.max_train_examples is not None and spec.max_train_examples < len(train):
+        train = random.Random(DATA_SPLIT_SEED).sample(train, spec.max_train_examples)
+    return task, TaskData(train, dev, label_names), test
+
+
+def _finetune_and_test(
+    config: TransferConfig,
+    spec: TransferTask,
+    task,
+    data: TaskData,
+    test: list,
+    model_dir: Path,
+    seed: int,
+    run_dir: Path,
+    show_progress: bool,
+) -> dict[str, float]:
+    """Fine-tune one model with one seed (skipped when its test.json exists); test metrics."""
+    if (run_dir / TEST_FILE).is_file():
+        return json.loads((run_dir / TEST_FILE).read_text(encoding="utf-8"))
+    from bertlab.tokenization import Tokenizer
+    from bertlab.training.runtime import default_device, resolve_precision
+    from bertlab.training.task_inference import run_task
+
+    if model_dir.name == _point_name(SCRATCH):
+        model_dir = _seeded_random_encoder(model_dir, seed)
+    finetune_config = FinetuneConfig(
+        learning_rate=config.learning_rate,
+        batch_size=FINETUNE_BATCH_SIZE,
+        num_train_epochs=spec.epochs,
+        seed=seed,
+    )
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # an interrupted run: start it again
+    result = finetune_task(
+        task, data, ModelSource(model_dir), finetune_config, run_dir, show_progress
+    )
+    model = task.load_head(result.best_dir, None).to(default_device())
+    tokenizer = Tokenizer.from_pretrained(result.best_dir)
+    precision = resolve_precision("auto", default_device())
+    predictions = run_task(task, model, tokenizer, test, 128, precision)
+    metrics = task.score(predictions, test)
+    (run_dir / TEST_FILE).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    shutil.rmtree(result.best_dir)  # the score is kept; a few hundred small models are not
+    return metrics
+
+
+def _seeded_random_encoder(shape_dir: Path, seed: int) -> Path:
+    """A random encoder with `seed`'s initialization, saved beside the shape directory."""
+    from bertlab.config import BertConfig
+    from bertlab.modeling import BertModel
+    from bertlab.tokenization import Tokenizer
+    from bertlab.training.runtime import set_seed
+
+    directory = shape_dir.with_name(f"{shape_dir.name}-seed-{seed}")
+    if not (directory / "model.safetensors").is_file():
+        config = BertConfig.from_json_file(shape_dir / "config.json")
+        config = config.replace(
+            hidden_dropout_prob=FINETUNE_DROPOUT, attention_probs_dropout_prob=FINETUNE_DROPOUT
+        )
+        set_seed(seed)
+        BertModel(config).save_pretrained(directory)
+        Tokenizer.from_pretrained(shape_dir).save_pretrained(directory)
+    return directory
+
+
+# --- the results ----------------------------------------------------------------------------------
+
+
+def _results(config, tasks, pretrain_dir: Path, scores, timings) -> dict[str, Any]:
+    from bertlab.training.metrics_log import read_metrics
+
+    evals = [r for r in read_metrics(pretrain_dir / "metrics.jsonl") if r["kind"] == "eval"]
+    return {
+        "config": {
+            "lang": config.lang,
+            "budget_minutes": config.budget_minutes,
+            "points": [_point_name(p) for p in config.all_points()],
+            "point_minutes": list(config.all_points()),
+            "seeds": list(config.seeds),
+            "corpus": [str(p) for p in config.corpus_files()],
+            "finetune_learning_rate": config.learning_rate,
+            "test_fraction": TEST_FRACTION,
+            "dev_fraction": DEV_FRACTION,
+            "recipe": budget_recipe(config.budget_minutes * 60).to_json(),
+        },
+        "tasks": {t.name: asdict(t) for t in tasks},
+        "metrics": {t.name: _primary_metric(t) for t in tasks},
+        "scores": scores,
+        "pretraining_last_eval": evals[-1] if evals else {},
+        "timings_seconds": timings,
+    }
+
+
+def _primary_metric(spec: TransferTask) -> str:
+    from bertlab.training.task_inference import make_task
+
+    return make_task(spec.task).primary_metric
+
+
+def results_table(results: dict[str, Any]) -> list[str]:
+    """Median (min-max) per task and point; a verdict of the full budget against scratch."""
+    points = results["config"]["points"]
+    budget = points[-1]
+    lines = [
+        "| task (metric) | "
+        + " | ".join(points)
+        + f" | {budget} beats scratch by more than the spread? |",
+        "|---|" + "---:|" * len(points) + "---|",
+    ]
+    for name, by_point in results["scores"].items():
+        cells = []
+        for point in points:
+            values = by_point.get(point)
+            cells.append(
+                f"{_fmt(statistics.median(values))} ({_fmt(min(values))}–{_fmt(max(values))})"
+                if values
+                else "–"
+            )
+        done = "scratch" in by_point and budget in by_point
+        answer = verdict(by_point["scratch"], by_point[budget]) if done else "–"
+        lines.append(
+            f"| {name} ({results['metrics'][name]}) | " + " | ".join(cells) + f" | {answer} |"
+        )
+    return lines
+
+
+def verdict(scratch: Sequence[float], pretrained: Sequence[float]) -> str:
+    """ "yes" when the pre-trained median beats scratch's by more than either model's seed spread
+    (max - min over the seeds), "no" otherwise, with the margin."""
+    margin = statistics.median(pretrained) - statistics.median(scratch)
+    spread = max(max(scratch) - min(scratch), max(pretrained) - min(pretrained))
+    answer = "yes" if margin > spread else "no"
+    return f"{answer} ({margin:+.4f} vs spread {spread:.4f})"
+
+
+def _fmt(value: float) -> str:
+    return "nan" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def plot_transfer(results: dict[str, Any], path: Path) -> Path:
+    """Downstream score against pre-training minutes, one panel per task (median, min-max)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results["scores"])
+    columns = min(4, len(names))
+    rows = math.ceil(len(names) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.8 * rows), squeeze=False)
+    minutes = results["config"]["point_minutes"]
+    points = results["config"]["points"]
+    for axis, name in zip(axes.flat, names, strict=False):
+        by_point = results["scores"][name]
+        done = [(m, by_point[p]) for m, p in zip(minutes, points, strict=True) if p in by_point]
+        medians = [statistics.median(v) for _, v in done]
+        low = [m - min(v) for m, (_, v) in zip(medians, done, strict=True)]
+        high = [max(v) - m for m, (_, v) in zip(medians, done, strict=True)]
+        axis.errorbar([m for m, _ in done], medians, yerr=[low, high], marker="o", capsize=3)
+        axis.set_title(name, fontsize=10)
+        axis.set_xlabel("pre-training minutes")
+        axis.set_ylabel(results["metrics"][name], fontsize=8)
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(names) :]:
+        axis.axis("off")
+    seeds = len(results["config"]["seeds"])
+    figure.suptitle(
+        f"fine-tuned test score vs pre-training time (median, min-max of {seeds} seeds)"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

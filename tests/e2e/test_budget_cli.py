@@ -1,0 +1,112 @@
+"""`bertlab pretrain --budget`: the budget recipe fills in what the user left unset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertlab.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
+from bertlab.cli import build_parser, main
+from bertlab.cli.pretrain import _fill_defaults
+from bertlab.config import PretrainConfig, PretrainDataConfig
+from bertlab.tokenization import Tokenizer
+from bertlab.training.metrics_log import read_metrics
+
+
+def _parse(*argv: str):
+    return build_parser().parse_args(["pretrain", "--corpus", "c.txt", "--out", "o", *argv])
+
+
+def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
+    recipe = BudgetRecipe()
+    args = _parse("--budget", "1h", "--max-seq-length", "64")
+    assert _fill_defaults(args) == recipe
+    assert args.max_time == 3600
+    assert args.max_seq_length == 64  # given: kept
+    assert (args.objective, args.mlm_probability) == (recipe.objective, recipe.mlm_probability)
+    assert (args.learning_rate, args.schedule) == (recipe.learning_rate, recipe.schedule)
+    assert (args.batch_size, args.pretrain_dropout) == (recipe.batch_size, recipe.dropout)
+    assert args.model_size is None  # the recipe's own shape
+
+
+def test_without_budget_the_configs_defaults_apply() -> None:
+    args = _parse("--max-steps", "10")
+    assert _fill_defaults(args) is None
+    assert args.learning_rate == PretrainConfig.learning_rate
+    assert args.objective == PretrainDataConfig.objective
+    assert args.max_seq_length == PretrainDataConfig.max_seq_length
+    assert args.model_size == "mini"
+    assert args.pretrain_dropout is None  # the config's own dropout
+
+
+def test_budget_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        budget_recipe(0)
+
+
+def test_budget_alone_trains_a_vocabulary_and_a_small_model(pretrain_files, tmp_path, capsys):
+    _, corpus = pretrain_files
+    out = tmp_path / "run"
+    code = main(
+        ["pretrain", "--corpus", str(corpus), "--out", str(out), "--budget", "3s",
+         "--max-seq-length", "32", "--eval-examples", "8", "--no-progress"]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "budget recipe for 0.05 min" in printed
+    tokenizer = Tokenizer.from_pretrained(out / "tokenizer")
+    config = json.loads((out / "final" / "config.json").read_text())
+    recipe = BudgetRecipe()
+    assert config["vocab_size"] == tokenizer.vocab_size
+    assert (config["num_hidden_layers"], config["hidden_size"]) == (
+        recipe.num_hidden_layers,
+        recipe.hidden_size,
+    )
+    # Pre-trained without dropout, handed over for fine-tuning with BERT's.
+    assert config["hidden_dropout_prob"] == FINETUNE_DROPOUT
+    assert config["attention_probs_dropout_prob"] == FINETUNE_DROPOUT
+    records = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
+    assert records and all("nsp_loss" not in r for r in records)  # MLM only
+    assert records[-1]["learning_rate"] < recipe.learning_rate / 2  # one-cycle ran down
+
+
+def test_explicit_dropout_is_left_as_given(pretrain_files, tmp_path) -> None:
+    vocab, corpus = pretrain_files
+    out = tmp_path / "run"
+    code = main(
+        ["pretrain", "--corpus", str(corpus), "--tokenizer", str(vocab), "--out", str(out),
+         "--budget", "2s", "--max-seq-length", "32", "--dropout", "0.05",
+         "--objective", "mlm+nsp", "--eval-examples", "8", "--no-progress"]
+    )  # fmt: skip
+    assert code == 0
+    config = json.loads((out / "final" / "config.json").read_text())
+    assert config["hidden_dropout_prob"] == 0.05
+    assert not (out / "tokenizer").exists()  # the given tokenizer is used
+    records = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
+    assert "nsp_loss" in records[-1]
+
+
+def test_budget_excludes_other_budgets_and_a_tokenizer_is_needed_without_it(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    _, corpus = pretrain_files
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(
+            [
+                "pretrain",
+                "--corpus",
+                str(corpus),
+                "--out",
+                "o",
+                "--budget",
+                "1m",
+                "--max-time",
+                "1m",
+            ]
+        )
+    out = tmp_path / "run"
+    code = main(["pretrain", "--corpus", str(corpus), "--out", str(out), "--max-steps", "1"])
+    assert code == 1
+    assert "give --tokenizer" in capsys.readouterr().err
+    assert not (out / "final").exists()

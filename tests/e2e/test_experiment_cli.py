@@ -1,0 +1,113 @@
+"""`bertlab experiment transfer` end to end on a tiny data directory, and its verdicts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bertlab.cli import main
+from bertlab.experiment import TEST_FILE, results_table, verdict
+
+DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
+
+
+def _data_dir(directory: Path) -> Path:
+    """The shared data layout, filled with the demo's slices and a small STS-B-style file."""
+    (directory / "glue" / "SST-2").mkdir(parents=True)
+    shutil.copy(DEMO_DATA / "sst2_train.tsv", directory / "glue" / "SST-2" / "train.tsv")
+    corpus = directory / "corpus_en"
+    corpus.mkdir()
+    with gzip.open(DEMO_DATA / "enwiki_slice.txt.gz", "rt", encoding="utf-8") as source:
+        lines = [next(source) for _ in range(4000)]
+    for name in ("enwiki_sample_2014.txt.gz", "enwiki_sample_2021.txt.gz"):
+        with gzip.open(corpus / name, "wt", encoding="utf-8") as target:
+            target.writelines(lines)
+    sentences = [
+        line.split("\t")[0].strip()
+        for line in (DEMO_DATA / "sst2_train.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    ]
+    rng = random.Random(0)
+    rows = [
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+    ]
+    for index in range(120):
+        first, second = rng.sample(sentences, 2)
+        rows.append(f"{index}\tg\tf\ty\t{index}\ts\ts\t{first}\t{second}\t{rng.uniform(0, 5):.3f}")
+    (directory / "glue" / "STS-B").mkdir()
+    (directory / "glue" / "STS-B" / "train.tsv").write_text("\n".join(rows) + "\n")
+    return directory
+
+
+def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, capsys) -> None:
+    data = _data_dir(tmp_path / "data")
+    out = tmp_path / "experiment"
+    argv = [
+        "experiment", "transfer", "--data", str(data), "--out", str(out), "--budget", "12s",
+        "--points", "0.1", "--seeds", "1,2", "--tasks", "sst2,stsb", "--no-progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["points"] == ["scratch", "0.1min", "0.2min"]
+    assert set(results["scores"]) == {"sst2", "stsb"}
+    for task, by_point in results["scores"].items():
+        assert set(by_point) == {"scratch", "0.1min", "0.2min"}
+        for point, values in by_point.items():
+            assert len(values) == 2
+            for seed, value in zip((1, 2), values, strict=True):
+                test = json.loads(
+                    (out / "finetune" / task / point / f"seed-{seed}" / TEST_FILE).read_text()
+                )
+                assert test[results["metrics"][task]] == value
+    assert results["metrics"] == {"sst2": "accuracy", "stsb": "spearman"}
+    table = (out / "table.md").read_text().splitlines()
+    assert table == results_table(results)
+    assert len(table) == 2 + 2 and table[2].startswith("| sst2 (accuracy) |")
+    assert (out / "transfer.png").stat().st_size > 0
+    # The from-scratch runs start from different random encoders per seed.
+    scratch = [
+        (out / "points" / f"scratch-seed-{s}" / "model.safetensors").read_bytes() for s in (1, 2)
+    ]
+    assert scratch[0] != scratch[1]
+    # Run again: every step is found done, nothing is trained again.
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)}
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
+
+
+def test_verdict_needs_more_than_the_seed_spread() -> None:
+    assert verdict([0.70, 0.71, 0.72], [0.80, 0.81, 0.82]).startswith("yes (+0.1000")
+    assert verdict([0.70, 0.75, 0.80], [0.74, 0.78, 0.79]).startswith("no (+0.0300")
+    assert verdict([0.80, 0.80, 0.80], [0.70, 0.71, 0.72]).startswith("no (-0.0900")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tasks", "sst2,nope"], "unknown task"),
+        (["--points", "90"], "points must lie strictly between 0 and 60"),
+        (["--seeds", "1,1"], "seeds must be distinct"),
+        (["--seeds", "a"], "--seeds must be numbers"),
+    ],
+)
+def test_bad_arguments_end_in_one_line(tmp_path, capsys, extra, message) -> None:
+    out = tmp_path / "experiment"
+    code = main(["experiment", "transfer", "--data", str(tmp_path), "--out", str(out), *extra])
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not out.exists()
+
+
+def test_missing_data_is_named_before_anything_runs(tmp_path, capsys) -> None:
+    out = tmp_path / "experiment"
+    code = main(["experiment", "transfer", "--data", str(tmp_path / "none"), "--out", str(out)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "missing input file(s)" in err and "SST-2/train.tsv" in err
+    assert not out.exists()
