@@ -264,8 +264,9 @@ class PretrainDataConfig:
     objective: str = "mlm+nsp"  # one of OBJECTIVES
     do_whole_word_mask: bool = False  # Google's flag of the same name
     random_next_prob: float = 0.5  # BERT paper §3.1: 50% of the B sentences are random (NotNext)
-    # mlm/clm only: fill segments to the full length across sentence boundaries (RoBERTa's
-    # DOC-SENTENCES) instead of ending them at the last whole sentence that fits.
+    # mlm/clm only: fill every sequence to the full length, across sentence and document
+    # boundaries ([SEP] between documents; RoBERTa's FULL-SENTENCES) instead of ending it at the
+    # last whole sentence of its document that fits. short_seq_prob does not apply then.
     pack_sequences: bool = False
 
     def __post_init__(self) -> None:

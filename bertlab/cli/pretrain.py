@@ -234,7 +234,8 @@ def _describe(recipe, args: argparse.Namespace) -> str:
     )
     return (
         f"{shape}, {vocabulary}, {args.objective} at {args.mlm_probability:.0%} masking, "
-        f"sequences of {args.max_seq_length}, batch {args.batch_size}, {args.schedule} to "
+        f"{'packed ' if args.pack_sequences else ''}sequences of {args.max_seq_length}, "
+        f"batch {args.batch_size}, {args.schedule} to "
         f"{args.learning_rate:g}, dropout {args.pretrain_dropout:g}"
     )
 

@@ -387,15 +387,9 @@ def _nsp_instances(
 
 
 def _segment_spans(
-    document: Sequence[Sequence], doc_index: int, target_seq_length: int, pack: bool = False
+    document: Sequence[Sequence], doc_index: int, target_seq_length: int
 ) -> list[list[tuple[int, int, int]]]:
-    """Contiguous segments of whole sentences up to the target; longer sentences are cut.
-
-    With `pack`, every segment but the document's last is filled to the target exactly: the
-    document is one stream of tokens, and a sentence may continue in the next segment.
-    """
-    if pack:
-        return _packed_spans(document, doc_index, target_seq_length)
+    """Contiguous segments of whole sentences up to the target; longer sentences are cut."""
     segments, current, current_length = [], [], 0
     for index in range(len(document)):
         length = _check_sentence(document, doc_index, index)
@@ -412,26 +406,6 @@ def _segment_spans(
     return segments
 
 
-def _packed_spans(
-    document: Sequence[Sequence], doc_index: int, target_seq_length: int
-) -> list[list[tuple[int, int, int]]]:
-    segments, current, room = [], [], target_seq_length
-    for index in range(len(document)):
-        length = _check_sentence(document, doc_index, index)
-        start = 0
-        while start < length:
-            end = min(length, start + room)
-            current.append((index, start, end))
-            room -= end - start
-            start = end
-            if room == 0:
-                segments.append(current)
-                current, room = [], target_seq_length
-    if current:
-        segments.append(current)
-    return segments
-
-
 def create_instances_from_document(
     documents: Sequence[Sequence[Sequence[int]]],
     doc_index: int,
@@ -441,7 +415,6 @@ def create_instances_from_document(
     objective: str = "mlm+nsp",
     random_next_prob: float = RANDOM_NEXT_PROB,
     word_starts: Sequence[Sequence[Sequence[bool]]] | None = None,
-    pack: bool = False,
 ) -> list[Instance]:
     """Build the pre-training instances of one document (Google's function of the same name).
 
@@ -463,9 +436,7 @@ def create_instances_from_document(
     - `mlm` and `clm`: contiguous segments of whole sentences of at most `max_seq_length - 2`
       tokens (or the short target); a sentence longer than that is cut into pieces. Every token of
       the document appears exactly once; no B, no NSP label. For `clm` the collator derives the
-      next-token labels from the segment. With `pack`, segments are filled to the target
-      exactly (a sentence may continue in the next one), so only a document's last segment is
-      short: less padding, more tokens per second.
+      next-token labels from the segment. (`pack_documents` fills every sequence instead.)
 
     Example (target length 7 - 3 = 4; with seed 7 every B is random: [3, 4] is put back after
     the first instance and starts the second, and B = [6, 7, 8] loses its front token to fit 4):
@@ -528,10 +499,52 @@ def create_instances_from_document(
             tokens_b, starts_b = materialize(source_b, spans_b, counts[2], counts[3])
             instances.append(Instance(tokens_a, tokens_b, is_random_next, starts_a, starts_b))
     else:
-        for spans in _segment_spans(documents[doc_index], doc_index, target_seq_length, pack):
+        for spans in _segment_spans(documents[doc_index], doc_index, target_seq_length):
             tokens, starts = materialize(doc_index, spans, 0, 0)
             instances.append(Instance(tokens, [], None, starts, [] if starts is not None else None))
     return instances
+
+
+def pack_documents(
+    documents: Sequence[Sequence[Sequence[int]]],
+    doc_indices: Sequence[int],
+    max_seq_length: int,
+    separator: int,
+    word_starts: Sequence[Sequence[Sequence[bool]]] | None = None,
+) -> list[Instance]:
+    """Full sequences for `mlm`/`clm` (RoBERTa's FULL-SENTENCES): the documents' tokens one after
+    another, `separator` between two documents, cut every `max_seq_length - 2` tokens. Only the
+    last sequence is short, so almost no compute goes to padding; every token appears once.
+
+    Example:
+        >>> docs = [[[5, 6], [7]], [[8, 9, 10]]]
+        >>> [i.tokens_a for i in pack_documents(docs, [0, 1], 6, separator=3)]
+        [[5, 6, 7, 3], [8, 9, 10]]
+    """
+    length = max_seq_length - NUM_SPECIAL_TOKENS_SINGLE
+    if length < MIN_SHORT_TARGET_LENGTH:
+        raise ValueError(f"max_seq_length {max_seq_length} leaves fewer than 2 tokens of text")
+    tokens: list[int] = []
+    starts: list[bool] = []
+    for position, doc_index in enumerate(doc_indices):
+        if position:
+            tokens.append(separator)
+            starts.append(True)
+        for index, sentence in enumerate(documents[doc_index]):
+            _check_sentence(documents[doc_index], doc_index, index)
+            tokens += _as_list(sentence)
+            if word_starts is not None:
+                starts += _as_list(word_starts[doc_index][index])
+    return [
+        Instance(
+            tokens[start : start + length],
+            [],
+            None,
+            starts[start : start + length] if word_starts is not None else None,
+            [] if word_starts is not None else None,
+        )
+        for start in range(0, len(tokens), length)
+    ]
 
 
 # --- masking ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from bertlab.data.pretraining import (
     create_instances_from_document,
     example_rng,
     make_example,
+    pack_documents,
 )
 
 # Documents whose instances are shuffled together. Google shuffles all instances of the corpus;
@@ -148,6 +149,16 @@ def block_instances(
     order = _document_order(spec.seed, epoch, len(documents))
     block_documents = order[block * BLOCK_DOCUMENTS : (block + 1) * BLOCK_DOCUMENTS]
     config = spec.data_config
+    if config.pack_sequences:
+        instances = pack_documents(
+            documents,
+            block_documents.tolist(),
+            config.max_seq_length,
+            spec.special.sep,
+            word_starts,
+        )
+        random.Random(f"bertlab-shuffle:{spec.seed}:{epoch}:{block}").shuffle(instances)
+        return instances
     instances = []
     for doc_index in block_documents.tolist():
         rng = random.Random(f"bertlab-instances:{spec.seed}:{epoch}:{doc_index}")
@@ -160,7 +171,6 @@ def block_instances(
             config.objective,
             config.random_next_prob,
             word_starts,
-            config.pack_sequences,
         )
     random.Random(f"bertlab-shuffle:{spec.seed}:{epoch}:{block}").shuffle(instances)
     return instances

@@ -460,16 +460,37 @@ def test_special_ids_from_vocab() -> None:
         SpecialIds.from_vocab({"a": 0})
 
 
-def test_packed_segments_fill_the_target_across_sentences() -> None:
-    documents = [[list(range(10, 13)), list(range(20, 27)), [30], list(range(40, 45))]]
-    instances = create_instances_from_document(
-        documents, 0, 6, 0.0, random.Random(0), "mlm", pack=True
+def test_packed_sequences_are_full_and_keep_every_token_once() -> None:
+    rng = random.Random(0)
+    documents = [
+        [
+            [rng.randrange(10, 99) for _ in range(rng.randint(1, 30))]
+            for _ in range(rng.randint(1, 6))
+        ]
+        for _ in range(20)
+    ]
+    order = list(range(20))
+    rng.shuffle(order)
+    instances = pretraining.pack_documents(documents, order, 34, separator=3)
+    assert (
+        all(len(i.tokens_a) == 32 for i in instances[:-1])
+        and 1 <= len(instances[-1].tokens_a) <= 32
     )
-    segments = [instance.tokens_a for instance in instances]
-    assert segments == [[10, 11, 12, 20], [21, 22, 23, 24], [25, 26, 30, 40], [41, 42, 43, 44]]
-    unpacked = create_instances_from_document(documents, 0, 6, 0.0, random.Random(0), "mlm")
-    assert sum(map(len, segments)) == sum(len(i.tokens_a) for i in unpacked)  # nothing lost
-    assert len(unpacked) > len(segments)
+    assert all(i.tokens_b == [] and i.is_random_next is None for i in instances)
+    expected = []
+    for position, doc_index in enumerate(order):
+        expected += [3] * (position > 0) + [
+            t for sentence in documents[doc_index] for t in sentence
+        ]
+    assert [t for i in instances for t in i.tokens_a] == expected
+
+
+def test_packed_word_starts_run_parallel_to_the_tokens() -> None:
+    documents = [[[5, 6], [7]], [[8, 9]]]
+    starts = [[[True, False], [True]], [[True, False]]]
+    instances = pretraining.pack_documents(documents, [0, 1], 5, 3, starts)
+    assert [i.tokens_a for i in instances] == [[5, 6, 7], [3, 8, 9]]
+    assert [i.is_word_start_a for i in instances] == [[True, False, True], [True, True, False]]
 
 
 def test_packing_is_refused_with_nsp() -> None:

@@ -15,8 +15,8 @@ from bertlab.data.stream import (
 from bertlab.tokenization import Tokenizer
 
 
-@pytest.fixture(scope="module")
-def spec(tmp_path_factory, pretrain_files) -> StreamSpec:
+@pytest.fixture(scope="module", params=["mlm+nsp", "mlm packed"])
+def spec(request, tmp_path_factory, pretrain_files) -> StreamSpec:
     vocab, corpus_file = pretrain_files
     tokenizer = Tokenizer.from_pretrained(vocab)
     directory = tmp_path_factory.mktemp("stream")
@@ -24,7 +24,12 @@ def spec(tmp_path_factory, pretrain_files) -> StreamSpec:
     return StreamSpec(
         corpus.directory,
         (0, corpus.num_documents),
-        PretrainDataConfig(max_seq_length=32, max_predictions_per_seq=5),
+        PretrainDataConfig(
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            objective=request.param.split()[0],
+            pack_sequences=request.param.endswith("packed"),
+        ),
         SpecialIds.from_vocab(tokenizer.get_vocab()),
         tokenizer.vocab_size,
         seed=3,
@@ -57,7 +62,9 @@ def test_ranks_split_the_global_batch_of_one_process(spec) -> None:
         for rank in (0, 1)
     ]
     for step in range(5):
-        for key in ("next_sentence_label", "masked_positions"):
+        for key in ("next_sentence_label", "masked_positions", "input_ids"):
+            if key not in whole[step][0]:
+                continue
             joined = torch.cat([halves[0][step][0][key], halves[1][step][0][key]])
             length = min(joined.shape[-1], whole[step][0][key].shape[-1])
             assert torch.equal(joined[..., :length], whole[step][0][key][..., :length])
@@ -74,3 +81,11 @@ def test_held_out_batches_are_fixed_and_limited(spec) -> None:
     first = held_out_batches(spec, 10)
     assert [len(batch["input_ids"]) for batch in first] == [4, 4, 2]
     assert all(_same(a, b) for a, b in zip(first, held_out_batches(spec, 10), strict=True))
+
+
+def test_packed_batches_are_full(spec) -> None:
+    if not spec.data_config.pack_sequences:
+        pytest.skip("packing only")
+    batches = _take(PretrainingStream(spec), 20)
+    full = [batch["attention_mask"].all().item() for batch, _ in batches]
+    assert sum(full) >= len(full) - 2  # only a block's last sequence is short
