@@ -33,7 +33,7 @@ class BudgetRecipe:
     num_attention_heads: int = 2
     max_position_embeddings: int = 512  # fine-tuning may use longer inputs than pre-training
     max_seq_length: int = 128
-    batch_size: int = 64
+    batch_size: int = 32
     objective: str = "mlm"
     pack_sequences: bool = True
     mlm_probability: float = 0.2

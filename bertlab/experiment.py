@@ -47,6 +47,7 @@ MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
 FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md
 FINETUNE_BATCH_SIZE = 32
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
+EVAL_EVERY_STEPS = 250  # held-out MLM evaluations: a learning curve of a few dozen points
 POINT_TOLERANCE = 0.2  # a point's checkpoint must lie within 20% of the minutes asked for
 
 
@@ -229,6 +230,8 @@ def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
         f"{min((CHECKPOINT_MINUTES, *(p / 2 for p in config.points))):g}",
         "--keep-checkpoints",
         "0",
+        "--eval-every",
+        str(EVAL_EVERY_STEPS),
     ]
     if latest_checkpoint(run_dir) is not None:
         argv.append("--resume")

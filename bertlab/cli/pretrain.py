@@ -310,7 +310,7 @@ def _train_budget_tokenizer(args: argparse.Namespace, recipe, directory: Path) -
     config = TokenizerTrainingConfig(
         vocab_size=recipe.vocab_size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
     )
-    print(f"training a {recipe.vocab_size:,}-piece vocabulary on the corpus ({lang})")
+    print(f"training a vocabulary of {recipe.vocab_size:,} pieces on the corpus ({lang})")
     tokenizer, report = train_tokenizer(args.corpus, config, show_progress=not args.no_progress)
     for line in report.summary():
         print(f"  {line}")

@@ -30,7 +30,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bertlab.data.corpus_format import TOKEN_IDS_FILE, WORD_STARTS_FILE, token_dtype
-from bertlab.data.pretraining import chinese_word_starts, english_word_starts, split_sentences
+from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
 from bertlab.tokenization import Tokenizer
 
 LINES_PER_CHUNK = 2000  # lines sent to a worker at once (about 0.5 MB of Wikipedia paragraphs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,8 @@ DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 def _data_dir(directory: Path) -> Path:
     """The shared data layout, filled with the demo's slices and a small STS-B-style file."""
     (directory / "glue" / "SST-2").mkdir(parents=True)
-    shutil.copy(DEMO_DATA / "sst2_train.tsv", directory / "glue" / "SST-2" / "train.tsv")
+    sst2 = (DEMO_DATA / "sst2_train.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (directory / "glue" / "SST-2" / "train.tsv").write_text("".join(sst2[:501]), encoding="utf-8")
     corpus = directory / "corpus_en"
     corpus.mkdir()
     with gzip.open(DEMO_DATA / "enwiki_slice.txt.gz", "rt", encoding="utf-8") as source:

@@ -18,11 +18,8 @@ from bertlab.data.corpus import (
     preflight_report,
 )
 from bertlab.data.preflight import MAX_UNK_RATE
-from bertlab.data.pretraining import (
-    chinese_word_starts,
-    create_instances_from_document,
-    split_sentences,
-)
+from bertlab.data.pretraining import create_instances_from_document
+from bertlab.data.text_units import chinese_word_starts, split_sentences
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
 
 SHARED_VOCAB = Path(__file__).resolve().parents[2].parent / "shared/data/vocab"

@@ -10,22 +10,20 @@ import numpy as np
 import pytest
 
 from bertlab.config import PretrainDataConfig
-from bertlab.data import pretraining
+from bertlab.data import pretraining, text_units
 from bertlab.data.pretraining import (
     IS_NEXT_LABEL,
     NOT_NEXT_LABEL,
     Instance,
     SpecialIds,
-    chinese_word_starts,
     create_instances_from_document,
-    english_word_starts,
     example_rng,
     make_example,
     mask_tokens,
     pack_instance,
-    split_sentences,
     truncate_seq_pair,
 )
+from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 FIRST_TEXT_ID = 5
@@ -91,8 +89,9 @@ def vocab_instances() -> list[Instance]:
     ]
 
 
-def test_docstring_examples_hold() -> None:
-    result = doctest.testmod(pretraining)
+@pytest.mark.parametrize("module", [pretraining, text_units])
+def test_docstring_examples_hold(module) -> None:
+    result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
 
 
