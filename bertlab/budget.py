@@ -18,8 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.config import BertConfig
-
 FINETUNE_DROPOUT = 0.1  # BERT's dropout, restored in the final model's config for fine-tuning
 
 
@@ -28,10 +26,7 @@ class BudgetRecipe:
     """Everything `--budget` decides. Field names follow the `bertlab pretrain` flags."""
 
     vocab_size: int = 8000
-    num_hidden_layers: int = 2
-    hidden_size: int = 128
-    num_attention_heads: int = 2
-    max_position_embeddings: int = 512  # fine-tuning may use longer inputs than pre-training
+    model_size: str = "tiny"  # a `BertConfig.from_preset` name: BERT-Tiny, 2 layers of 128
     max_seq_length: int = 128
     batch_size: int = 32
     objective: str = "mlm"
@@ -44,19 +39,6 @@ class BudgetRecipe:
     # English corpora carry a few thousand rare CJK ideographs; kept whole, they would take a
     # quarter of an 8,000-piece vocabulary. Chinese corpora keep every ideograph seen twice.
     min_ideograph_frequency: dict[str, int] | None = None
-
-    def model_config(self, vocab_size: int, pad_token_id: int = 0) -> BertConfig:
-        return BertConfig(
-            vocab_size=vocab_size,
-            num_hidden_layers=self.num_hidden_layers,
-            hidden_size=self.hidden_size,
-            num_attention_heads=self.num_attention_heads,
-            intermediate_size=4 * self.hidden_size,
-            max_position_embeddings=self.max_position_embeddings,
-            hidden_dropout_prob=self.dropout,
-            attention_probs_dropout_prob=self.dropout,
-            pad_token_id=pad_token_id,
-        )
 
     def ideograph_frequency(self, lang: str) -> int:
         table = self.min_ideograph_frequency or {"en": 200, "zh": 2}

@@ -134,7 +134,7 @@ def _pretrain(args: argparse.Namespace, context) -> int:
     if recipe is not None:
         say(f"budget recipe for {args.budget / 60:g} min: {_describe(recipe, args)}")
     tokenizer = _tokenizer(args, recipe, out, context)
-    model_config = _model_config(args, tokenizer, recipe)
+    model_config = _model_config(args, tokenizer)
     cache = Path(args.corpus_cache) if args.corpus_cache else out / CORPUS_CACHE_DIR
     show = not args.no_progress
     if context.is_main:
@@ -216,17 +216,13 @@ def _fill_defaults(args: argparse.Namespace):
         args.pretrain_dropout = recipe.dropout
     else:
         args.pretrain_dropout = args.dropout
-    if args.model_size is None and recipe is None:
-        args.model_size = DEFAULT_MODEL_SIZE
+    if args.model_size is None and not (args.config or args.init_from):
+        args.model_size = recipe.model_size if recipe is not None else DEFAULT_MODEL_SIZE
     return recipe
 
 
 def _describe(recipe, args: argparse.Namespace) -> str:
-    shape = (
-        f"{recipe.num_hidden_layers} layers x {recipe.hidden_size}"
-        if not (args.config or args.model_size or args.init_from)
-        else "model as given"
-    )
+    shape = f"BERT-{args.model_size}" if args.model_size else "model as given"
     vocabulary = (
         f"{recipe.vocab_size:,}-piece vocabulary trained on the corpus"
         if not (args.tokenizer or args.init_from)
@@ -317,17 +313,17 @@ def _train_budget_tokenizer(args: argparse.Namespace, recipe, directory: Path) -
     replace_directory(directory, tokenizer.save_pretrained)
 
 
-def _model_config(args: argparse.Namespace, tokenizer, recipe=None):
+def _model_config(args: argparse.Namespace, tokenizer):
     from bertlab.config import BertConfig
 
     if args.init_from:
         config = BertConfig.from_json_file(Path(args.init_from) / "config.json")
     elif args.config:
         config = BertConfig.from_json_file(args.config)
-    elif args.model_size is None and recipe is not None:
-        config = recipe.model_config(tokenizer.vocab_size, tokenizer.pad_token_id)
     else:
-        config = BertConfig.from_preset(args.model_size, vocab_size=tokenizer.vocab_size)
+        config = BertConfig.from_preset(
+            args.model_size, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
+        )
     if config.vocab_size != tokenizer.vocab_size:
         raise CommandError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary has "

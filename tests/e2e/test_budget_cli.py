@@ -9,7 +9,7 @@ import pytest
 from bertlab.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.cli import build_parser, main
 from bertlab.cli.pretrain import _fill_defaults
-from bertlab.config import PretrainConfig, PretrainDataConfig
+from bertlab.config import PRESETS, PretrainConfig, PretrainDataConfig
 from bertlab.tokenization import Tokenizer
 from bertlab.training.metrics_log import read_metrics
 
@@ -27,7 +27,7 @@ def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
     assert (args.objective, args.mlm_probability) == (recipe.objective, recipe.mlm_probability)
     assert (args.learning_rate, args.schedule) == (recipe.learning_rate, recipe.schedule)
     assert (args.batch_size, args.pretrain_dropout) == (recipe.batch_size, recipe.dropout)
-    assert args.model_size is None  # the recipe's own shape
+    assert args.model_size == recipe.model_size == "tiny"  # the recipe's own shape
 
 
 def test_without_budget_the_configs_defaults_apply() -> None:
@@ -59,10 +59,8 @@ def test_budget_alone_trains_a_vocabulary_and_a_small_model(pretrain_files, tmp_
     config = json.loads((out / "final" / "config.json").read_text())
     recipe = BudgetRecipe()
     assert config["vocab_size"] == tokenizer.vocab_size
-    assert (config["num_hidden_layers"], config["hidden_size"]) == (
-        recipe.num_hidden_layers,
-        recipe.hidden_size,
-    )
+    layers, hidden, _ = PRESETS[recipe.model_size]
+    assert (config["num_hidden_layers"], config["hidden_size"]) == (layers, hidden) == (2, 128)
     # Pre-trained without dropout, handed over for fine-tuning with BERT's.
     assert config["hidden_dropout_prob"] == FINETUNE_DROPOUT
     assert config["attention_probs_dropout_prob"] == FINETUNE_DROPOUT
