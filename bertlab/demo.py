@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.budget import FINETUNE_DROPOUT, restore_finetune_dropout
 from bertlab.config import BertConfig, FinetuneConfig, PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import build_corpus, preflight_report
 from bertlab.inspection import (
@@ -46,7 +47,6 @@ DATA_DIR = Path(__file__).resolve().parent / "demo_data"
 DEFAULT_OUT = Path("runs") / "demo"
 DEFAULT_MINUTES = 2.5
 DEFAULT_SEEDS = (1, 2, 3)
-FINETUNE_DROPOUT = 0.1  # BERT's dropout while fine-tuning (pre-training runs without, as Cramming)
 DEV_FRACTION = 0.1  # of the labelled sentences, held out to pick the best epoch
 TEST_FILE = "test.json"  # each fine-tuning run's metrics on the held-out test slice
 RESULTS_FILE = "results.json"  # the demo's numbers, from which its table and figures are drawn
@@ -238,11 +238,7 @@ def _step_pretrain(
     result = pretrain(
         model, tokenizer, corpus, data_config, config, run_dir, show_progress=show_progress
     )
-    # Fine-tuning uses BERT's dropout again.
-    final = result.final_dir
-    values = json.loads((final / "config.json").read_text(encoding="utf-8"))
-    values["hidden_dropout_prob"] = values["attention_probs_dropout_prob"] = FINETUNE_DROPOUT
-    (final / "config.json").write_text(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    restore_finetune_dropout(result.final_dir)  # fine-tuning uses BERT's dropout again
     summary = {
         "steps": result.progress.step,
         "tokens": result.progress.tokens,
