@@ -158,6 +158,8 @@ def run_transfer(
         f"== fine-tuning {len(tasks)} task(s) x {len(order)} point(s) x {len(config.seeds)} seed(s)"
     )
     scores: dict[str, dict[str, list[float]]] = {spec.name: {} for spec in tasks}
+    metric_names = {name: task.primary_metric for name, (task, _, _) in splits.items()}
+    base = _results_base(config, tasks, pretrain_dir, metric_names)
     for minutes in order:
         point = _point_name(minutes)
         for spec in tasks:
@@ -175,21 +177,19 @@ def run_transfer(
                 f"{statistics.median(values):.4f} (min {min(values):.4f}, max {max(values):.4f})"
             )
             timings["total"] = time.perf_counter() - started
-            results = _write_results(config, tasks, pretrain_dir, scores, timings)
+            results = base | {"scores": scores, "timings_seconds": timings}
+            _write_results(config.out, results)
     for line in results_table(results):
         say(line)
     say(f"wrote {out / TABLE_FILE}, {out / PLOT_FILE}, {out / RESULTS_FILE}")
     return results
 
 
-def _write_results(config, tasks, pretrain_dir: Path, scores, timings) -> dict[str, Any]:
+def _write_results(out: Path, results: dict[str, Any]) -> None:
     """results.json, table.md and transfer.png from the scores so far (missing points: -)."""
-    results = _results(config, tasks, pretrain_dir, scores, timings)
-    out = config.out
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (out / TABLE_FILE).write_text("\n".join(results_table(results)) + "\n", encoding="utf-8")
     plot_transfer(results, out / PLOT_FILE)
-    return results
 
 
 def _check_inputs(config: TransferConfig, tasks: Sequence[TransferTask]) -> None:
@@ -391,7 +391,8 @@ def _seeded_random_encoder(shape_dir: Path, seed: int) -> Path:
 # --- the results ----------------------------------------------------------------------------------
 
 
-def _results(config, tasks, pretrain_dir: Path, scores, timings) -> dict[str, Any]:
+def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, Any]:
+    """What results.json says besides the scores and timings: settings, tasks, pre-training."""
     from bertlab.training.metrics_log import read_metrics
 
     evals = [r for r in read_metrics(pretrain_dir / "metrics.jsonl") if r["kind"] == "eval"]
@@ -409,17 +410,9 @@ def _results(config, tasks, pretrain_dir: Path, scores, timings) -> dict[str, An
             "recipe": budget_recipe(config.budget_minutes * 60).to_json(),
         },
         "tasks": {t.name: asdict(t) for t in tasks},
-        "metrics": {t.name: _primary_metric(t) for t in tasks},
-        "scores": scores,
+        "metrics": metric_names,
         "pretraining_last_eval": evals[-1] if evals else {},
-        "timings_seconds": timings,
     }
-
-
-def _primary_metric(spec: TransferTask) -> str:
-    from bertlab.training.task_inference import make_task
-
-    return make_task(spec.task).primary_metric
 
 
 def results_table(results: dict[str, Any]) -> list[str]:
