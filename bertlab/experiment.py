@@ -21,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,17 @@ class TransferTask:
     epochs: int = 3
     max_seq_length: int = 128
     max_train_examples: int | None = None  # a subsample of the training part (few labels)
+    # SST-2's training file holds every phrase of its sentences: split by sentence, and test and
+    # pick epochs on whole held-out sentences only (as GLUE's dev set), see `sentence_split`.
+    split_by_sentence: bool = False
 
 
 TASKS = {
     "en": (
-        TransferTask("sst2", "sst2", "glue/SST-2/train.tsv", epochs=1, max_seq_length=64),
-        TransferTask("sst2-1k", "sst2", "glue/SST-2/train.tsv", 10, 64, max_train_examples=1000),
+        TransferTask("sst2", "sst2", "glue/SST-2/train.tsv", 1, 64, split_by_sentence=True),
+        TransferTask(
+            "sst2-1k", "sst2", "glue/SST-2/train.tsv", 10, 64, 1000, split_by_sentence=True
+        ),
         TransferTask("mrpc", "mrpc", "glue/MRPC/train.tsv"),
         TransferTask("stsb", "stsb", "glue/STS-B/train.tsv"),
         TransferTask("rte", "rte", "glue/RTE/train.tsv"),
@@ -319,13 +325,57 @@ def _task_splits(config: TransferConfig, spec: TransferTask):
     task = make_task(spec.task, data=TaskDataConfig(max_seq_length=spec.max_seq_length))
     examples = task.read_gold(config.data_dir / spec.path)
     label_names = task.label_names(examples)
-    rest, test = holdout_split(task, examples, TEST_FRACTION)
-    train, dev = holdout_split(task, rest, DEV_FRACTION)
+    split = sentence_split if spec.split_by_sentence else partial(holdout_split, task)
+    rest, test = split(examples, TEST_FRACTION)
+    train, dev = split(rest, DEV_FRACTION)
     if len(dev) > MAX_DEV_EXAMPLES:
         dev = random.Random(DATA_SPLIT_SEED).sample(dev, MAX_DEV_EXAMPLES)
     if spec.max_train_examples is not None and spec.max_train_examples < len(train):
         train = random.Random(DATA_SPLIT_SEED).sample(train, spec.max_train_examples)
     return task, TaskData(train, dev, label_names), test
+
+
+def phrase_roots(texts: Sequence[str]) -> list[int]:
+    """For each text, the index of a longest text that contains it word for word (its sentence).
+
+    A text no longer text contains is its own root. Texts are compared as whitespace-separated
+    words, so "good" lies inside "a good film" but not inside "goodness".
+    """
+    words = [text.split() for text in texts]
+    by_length = sorted(range(len(texts)), key=lambda i: -len(words[i]))
+    roots_with: dict[tuple[str, ...], list[int]] = {}  # n-gram (n <= 3) -> roots containing it
+    roots = list(range(len(texts)))
+    for i in by_length:
+        candidates = roots_with.get(tuple(words[i][:3]), ())
+        if len(words[i]) <= 3:  # the n-gram index itself proves containment
+            root = candidates[0] if candidates else None
+        else:
+            padded = f" {' '.join(words[i])} "
+            root = next((c for c in candidates if padded in f" {' '.join(words[c])} "), None)
+        if root is None:
+            for n in (1, 2, 3):
+                for start in range(len(words[i]) - n + 1):
+                    roots_with.setdefault(tuple(words[i][start : start + n]), []).append(i)
+        else:
+            roots[i] = root
+    return roots
+
+
+def sentence_split(examples: list, fraction: float) -> tuple[list, list]:
+    """(train, held-out) for a file of phrases and their sentences, such as SST-2's training file.
+
+    About `fraction` of the sentences (`phrase_roots`) are held out, as whole sentences only; the
+    training side keeps every phrase of the other sentences. A random split of SST-2's phrases
+    would test 86% of its items on phrases that occur inside a training item.
+    """
+    roots = phrase_roots([example.text_a for example in examples])
+    sentences = sorted(set(roots))
+    random.Random(DATA_SPLIT_SEED).shuffle(sentences)
+    held_out = set(sentences[: max(1, round(fraction * len(sentences)))])
+    if len(held_out) >= len(sentences):
+        raise ValueError(f"too few sentences to hold out {fraction:.0%} of them")
+    train = [example for example, root in zip(examples, roots, strict=True) if root not in held_out]
+    return train, [examples[index] for index in sorted(held_out)]
 
 
 def _finetune_and_test(
