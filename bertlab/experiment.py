@@ -12,6 +12,7 @@ where it stopped when the same command is run again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -41,6 +42,7 @@ RESULTS_FILE = "results.json"
 TABLE_FILE = "table.md"
 PLOT_FILE = "transfer.png"
 TEST_FILE = "test.json"
+SPLIT_FILE = "split.json"  # per task: the split its fine-tuning runs were made on
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
 TEST_FRACTION = 0.2  # of each task's training file, held out as its test split
 DEV_FRACTION = 0.1  # of the rest, held out to pick the best epoch
@@ -154,6 +156,7 @@ def run_transfer(
     for spec in tasks:
         splits[spec.name] = _task_splits(config, spec)
         _, data, test = splits[spec.name]
+        _check_split(out / "finetune" / spec.name, data, test)
         say(
             f"   {spec.name}: {len(data.train):,} training, {len(data.dev):,} dev, "
             f"{len(test):,} test examples"
@@ -376,6 +379,31 @@ def sentence_split(examples: list, fraction: float) -> tuple[list, list]:
         raise ValueError(f"too few sentences to hold out {fraction:.0%} of them")
     train = [example for example, root in zip(examples, roots, strict=True) if root not in held_out]
     return train, [examples[index] for index in sorted(held_out)]
+
+
+def _check_split(task_dir: Path, data: TaskData, test: list) -> None:
+    """Record the task's split beside its runs; refuse to continue runs made on another split.
+
+    Finished runs are skipped when the command is run again, which is only right if the data and
+    the split rules are still the same.
+    """
+    digest = hashlib.sha256()
+    for part in (data.train, data.dev, test):
+        digest.update(f"{len(part)}\n".encode())
+        for example in part:
+            digest.update(f"{example!r}\n".encode())
+    split = {"train": len(data.train), "dev": len(data.dev), "test": len(test)}
+    split["sha256"] = digest.hexdigest()
+    path = task_dir / SPLIT_FILE
+    if path.is_file():
+        if json.loads(path.read_text(encoding="utf-8")) != split:
+            raise ValueError(
+                f"the data or split of {task_dir.name} changed since its runs in {task_dir} "
+                "were made; move that directory away to fine-tune it again"
+            )
+        return
+    task_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(split, indent=2) + "\n", encoding="utf-8")
 
 
 def _finetune_and_test(

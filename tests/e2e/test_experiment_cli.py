@@ -45,17 +45,19 @@ def _data_dir(directory: Path) -> Path:
 
 def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, capsys) -> None:
     data = _data_dir(tmp_path / "data")
+    # Checkpoints every 0.125 min: even at a few seconds per step on a loaded machine, one lies
+    # within 20% of the 0.25-min point.
     out = tmp_path / "experiment"
     argv = [
-        "experiment", "transfer", "--data", str(data), "--out", str(out), "--budget", "12s",
-        "--points", "0.1", "--seeds", "1,2", "--tasks", "sst2,stsb", "--no-progress",
+        "experiment", "transfer", "--data", str(data), "--out", str(out), "--budget", "30s",
+        "--points", "0.25", "--seeds", "1,2", "--tasks", "sst2,stsb", "--no-progress",
     ]  # fmt: skip
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["config"]["points"] == ["scratch", "0.1min", "0.2min"]
+    assert results["config"]["points"] == ["scratch", "0.25min", "0.5min"]
     assert set(results["scores"]) == {"sst2", "stsb"}
     for task, by_point in results["scores"].items():
-        assert set(by_point) == {"scratch", "0.1min", "0.2min"}
+        assert set(by_point) == {"scratch", "0.25min", "0.5min"}
         for point, values in by_point.items():
             assert len(values) == 2
             for seed, value in zip((1, 2), values, strict=True):
@@ -77,6 +79,14 @@ def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, caps
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)}
     capsys.readouterr()
     assert main(argv) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
+    # Changed data: the finished runs no longer match their split, and the command says so.
+    sst2 = data / "glue" / "SST-2" / "train.tsv"
+    sst2.write_text("".join(sst2.read_text().splitlines(keepends=True)[:-1]))
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the data or split of sst2 changed" in err[0]
     assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
 
 
