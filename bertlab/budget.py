@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 FINETUNE_DROPOUT = 0.1  # BERT's dropout, restored in the final model's config for fine-tuning
+POSITION_INITS = ("normal", "sinusoidal")  # see BertEmbeddings.init_sinusoidal_positions
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,11 @@ class BudgetRecipe:
     objective: str = "mlm"
     pack_sequences: bool = True
     mlm_probability: float = 0.2
-    learning_rate: float = 1e-3
+    learning_rate: float = 2e-3
     warmup_fraction: float = 0.1
     schedule: str = "one-cycle"
     dropout: float = 0.0
+    position_init: str = "sinusoidal"
     # English corpora carry a few thousand rare CJK ideographs; kept whole, they would take a
     # quarter of an 8,000-piece vocabulary. Chinese corpora keep every ideograph seen twice.
     min_ideograph_frequency: dict[str, int] | None = None

@@ -124,6 +124,28 @@ class BertEmbeddings(nn.Module):
         embeddings = embeddings + positions  # (B, L, H)
         return self.dropout(self.LayerNorm(embeddings))
 
+    @torch.no_grad()
+    def init_sinusoidal_positions(self, std: float) -> None:
+        """Start the (still learned) position embeddings from the Transformer's sinusoids
+        (Vaswani et al. 2017 §3.5), scaled to standard deviation `std`.
+
+        Random position vectors carry no notion of order: attention cannot look at a token's
+        neighbours until 512 independent vectors have organized themselves, which keeps a
+        short pre-training run on the unigram plateau (docs/budget.md). With sinusoids, the
+        embedding of position p + k is a fixed linear map of that of p, so one query/key matrix
+        can attend at an offset from the first step. Only the initial values change: the
+        checkpoint layout stays BERT's.
+        """
+        table = self.position_embeddings.weight  # (max_position_embeddings, H)
+        num_positions, hidden = table.shape
+        positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+        frequencies = 10000.0 ** (-torch.arange(0, hidden, 2, dtype=torch.float64) / hidden)
+        angles = positions * frequencies  # (P, ceil(H / 2))
+        sinusoids = torch.empty(num_positions, hidden, dtype=torch.float64)
+        sinusoids[:, 0::2] = torch.sin(angles)
+        sinusoids[:, 1::2] = torch.cos(angles[:, : hidden // 2])
+        table.copy_(sinusoids * (std / sinusoids.std()))
+
 
 class BertSelfAttention(nn.Module):
     """Transformer §3.2.2: multi-head scaled dot-product attention (BERT §3: A heads)."""

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from bertlab.budget import restore_finetune_dropout
+from bertlab.budget import POSITION_INITS, restore_finetune_dropout
 from bertlab.cli.common import CommandError
 
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
@@ -65,6 +65,13 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     add("--max-predictions-per-seq", type=int, help="(default: ceil(length * probability))")
     add("--short-seq-prob", type=float, default=data.short_seq_prob, help="shorter targets")
     add("--whole-word-mask", action="store_true", help="mask whole words (zh: jieba words)")
+    add(
+        "--position-init",
+        choices=POSITION_INITS,
+        help="initial position embeddings of a new model: normal (BERT's) or sinusoidal "
+        "(the Transformer's sinusoids, still learned; leaves the unigram plateau sooner) "
+        "(default: normal; sinusoidal with --budget)",
+    )
     add(
         "--pack-sequences",
         action=argparse.BooleanOptionalAction,
@@ -152,6 +159,8 @@ def _pretrain(args: argparse.Namespace, context) -> int:
         model = BertForPreTraining.from_pretrained(args.init_from, config=model_config)
     else:
         model = BertForPreTraining(model_config)
+        if args.position_init == "sinusoidal":
+            model.bert.embeddings.init_sinusoidal_positions(model_config.initializer_range)
     num_parameters = sum(p.numel() for p in model.parameters())
     global_batch = config.batch_size * context.world_size
     say(
@@ -216,6 +225,8 @@ def _fill_defaults(args: argparse.Namespace):
         args.pretrain_dropout = recipe.dropout
     else:
         args.pretrain_dropout = args.dropout
+    if args.position_init is None:
+        args.position_init = recipe.position_init if recipe is not None else "normal"
     if args.model_size is None and not (args.config or args.init_from):
         args.model_size = recipe.model_size if recipe is not None else DEFAULT_MODEL_SIZE
     return recipe

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from bertlab.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.cli import build_parser, main
 from bertlab.cli.pretrain import _fill_defaults
-from bertlab.config import PRESETS, PretrainConfig, PretrainDataConfig
+from bertlab.config import PRESETS, BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.modeling import BertForPreTraining
 from bertlab.tokenization import Tokenizer
 from bertlab.training.metrics_log import read_metrics
 
@@ -28,6 +30,8 @@ def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
     assert (args.learning_rate, args.schedule) == (recipe.learning_rate, recipe.schedule)
     assert (args.batch_size, args.pretrain_dropout) == (recipe.batch_size, recipe.dropout)
     assert args.model_size == recipe.model_size == "tiny"  # the recipe's own shape
+    assert args.position_init == recipe.position_init == "sinusoidal"
+    assert _parse("--budget", "1h", "--position-init", "normal").position_init == "normal"
 
 
 def test_without_budget_the_configs_defaults_apply() -> None:
@@ -38,6 +42,26 @@ def test_without_budget_the_configs_defaults_apply() -> None:
     assert args.max_seq_length == PretrainDataConfig.max_seq_length
     assert args.model_size == "mini"
     assert args.pretrain_dropout is None  # the config's own dropout
+    assert args.position_init == "normal"  # BERT's initialization
+
+
+def test_a_new_model_starts_from_sinusoidal_positions_when_asked(pretrain_files, tmp_path):
+    vocab, corpus = pretrain_files
+    out = tmp_path / "run"
+    code = main(
+        ["pretrain", "--corpus", str(corpus), "--tokenizer", str(vocab), "--out", str(out),
+         "--model-size", "tiny", "--max-steps", "1", "--learning-rate", "1e-12",
+         "--max-seq-length", "32", "--position-init", "sinusoidal", "--eval-examples", "8",
+         "--no-progress"]
+    )  # fmt: skip
+    assert code == 0
+    trained = BertForPreTraining.from_pretrained(out / "final").bert.embeddings
+    config = BertConfig.from_json_file(out / "final" / "config.json")
+    expected = BertForPreTraining(config).bert.embeddings
+    expected.init_sinusoidal_positions(config.initializer_range)
+    torch.testing.assert_close(
+        trained.position_embeddings.weight, expected.position_embeddings.weight, rtol=0, atol=1e-6
+    )
 
 
 def test_budget_must_be_positive() -> None:

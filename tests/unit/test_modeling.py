@@ -133,6 +133,28 @@ def test_initialization_follows_bert(tiny_config):
     assert model.cls.predictions.bias.abs().max() == 0
 
 
+def test_sinusoidal_positions_have_the_given_scale_and_shift_by_a_linear_map(tiny_config):
+    embeddings = _model(tiny_config).embeddings
+    embeddings.init_sinusoidal_positions(std=0.02)
+    table = embeddings.position_embeddings.weight.detach().double()  # (64, 32)
+    assert abs(table.std().item() - 0.02) < 1e-6
+    assert torch.all(table[0, 0::2] == 0) and torch.all(
+        table[0, 1::2] == table[0, 1]
+    )  # sin, cos(0)
+    # Vaswani et al. §3.5: PE(p + k) is a linear function of PE(p), the same for every p.
+    offset = 3
+    source, target = table[:-offset], table[offset:]
+    shift = torch.linalg.lstsq(source, target).solution  # (H, H)
+    assert torch.allclose(source @ shift, target, atol=1e-9)
+    # Random (BERT-initialized) positions have no such map.
+    random_table = _model(tiny_config).embeddings.position_embeddings.weight.detach().double()
+    fit = (
+        random_table[:-offset]
+        @ torch.linalg.lstsq(random_table[:-offset], random_table[offset:]).solution
+    )
+    assert (fit - random_table[offset:]).abs().max() > 1e-3
+
+
 def test_decoder_is_tied_to_word_embeddings(tiny_config):
     model = _model(tiny_config, BertForPreTraining)
     decoder = model.cls.predictions.decoder
