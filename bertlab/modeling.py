@@ -130,11 +130,11 @@ class BertEmbeddings(nn.Module):
         (Vaswani et al. 2017 §3.5), scaled to standard deviation `std`.
 
         Random position vectors carry no notion of order: attention cannot look at a token's
-        neighbours until 512 independent vectors have organized themselves, which keeps a
-        short pre-training run on the unigram plateau (docs/budget.md). With sinusoids, the
-        embedding of position p + k is a fixed linear map of that of p, so one query/key matrix
-        can attend at an offset from the first step. Only the initial values change: the
-        checkpoint layout stays BERT's.
+        neighbours until max_position_embeddings independent vectors have organized themselves,
+        which keeps a short pre-training run on the unigram plateau (docs/budget.md). With
+        sinusoids, the embedding of position p + k is a fixed linear map of that of p, so one
+        query/key matrix can attend at an offset from the first step. Only the initial values
+        change: the checkpoint layout stays BERT's.
         """
         table = self.position_embeddings.weight  # (max_position_embeddings, H)
         num_positions, hidden = table.shape
