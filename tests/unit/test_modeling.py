@@ -138,9 +138,8 @@ def test_sinusoidal_positions_have_the_given_scale_and_shift_by_a_linear_map(tin
     embeddings.init_sinusoidal_positions(std=0.02)
     table = embeddings.position_embeddings.weight.detach().double()  # (64, 32)
     assert abs(table.std().item() - 0.02) < 1e-6
-    assert torch.all(table[0, 0::2] == 0) and torch.all(
-        table[0, 1::2] == table[0, 1]
-    )  # sin, cos(0)
+    assert torch.all(table[0, 0::2] == 0)  # sin(0)
+    assert torch.all(table[0, 1::2] == table[0, 1])  # cos(0), scaled
     # Vaswani et al. §3.5: PE(p + k) is a linear function of PE(p), the same for every p.
     offset = 3
     source, target = table[:-offset], table[offset:]
