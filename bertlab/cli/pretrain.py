@@ -68,9 +68,9 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     add(
         "--position-init",
         choices=POSITION_INITS,
-        help="initial position embeddings of a new model: normal (BERT's) or sinusoidal "
-        "(the Transformer's sinusoids, still learned; leaves the unigram plateau sooner) "
-        "(default: normal; sinusoidal with --budget)",
+        help="initial position embeddings of a new model (not with --init-from): normal "
+        "(BERT's) or sinusoidal (the Transformer's sinusoids, still learned; leaves the unigram "
+        "plateau sooner) (default: normal; sinusoidal with --budget)",
     )
     add(
         "--pack-sequences",
@@ -225,6 +225,10 @@ def _fill_defaults(args: argparse.Namespace):
         args.pretrain_dropout = recipe.dropout
     else:
         args.pretrain_dropout = args.dropout
+    if args.position_init is not None and args.init_from:
+        raise CommandError(
+            "--position-init sets a new model's positions; --init-from keeps the model's own"
+        )
     if args.position_init is None:
         args.position_init = recipe.position_init if recipe is not None else "normal"
     if args.model_size is None and not (args.config or args.init_from):

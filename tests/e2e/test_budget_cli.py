@@ -9,6 +9,7 @@ import torch
 
 from bertlab.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.cli import build_parser, main
+from bertlab.cli.common import CommandError
 from bertlab.cli.pretrain import _fill_defaults
 from bertlab.config import PRESETS, BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.modeling import BertEmbeddings, BertForPreTraining
@@ -62,6 +63,14 @@ def test_a_new_model_starts_from_sinusoidal_positions_when_asked(pretrain_files,
     torch.testing.assert_close(
         trained.position_embeddings.weight, expected.position_embeddings.weight, rtol=0, atol=1e-6
     )
+
+
+def test_position_init_is_refused_with_init_from() -> None:
+    args = _parse("--max-steps", "1", "--init-from", "m", "--position-init", "sinusoidal")
+    with pytest.raises(CommandError, match="--init-from keeps"):
+        _fill_defaults(args)
+    # the recipe's own choice is no request: --budget with --init-from still runs
+    _fill_defaults(_parse("--budget", "1h", "--init-from", "m"))
 
 
 def test_budget_must_be_positive() -> None:
