@@ -77,6 +77,7 @@ def plot_curves(
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
     drawn = [p for p in panels if any(_number(r.get(p[0])) for r in records)]
     if not drawn:
@@ -96,6 +97,7 @@ def plot_curves(
             axis.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=kind)
         axis.set_title(panel_title)
         axis.set_xlabel(x_label)
+        axis.xaxis.set_major_formatter(EngFormatter(sep=""))  # 20k, not 20000: labels stay apart
         axis.set_ylabel(y_label)
         axis.grid(alpha=0.3)
         if len(kinds) > 1:
