@@ -297,7 +297,7 @@ class PretrainConfig:
     learning_rate: float = 1e-4  # paper A.2
     weight_decay: float = 0.01  # paper A.2
     warmup_fraction: float = 0.01  # paper A.2: 10,000 of 1,000,000 steps
-    schedule: str = "linear"  # with max_time: a BudgetSchedule shape ("linear" or "one-cycle")
+    schedule: str = "linear"  # "linear" (BERT's) or "one-cycle", over max_steps or max_time
     batch_size: int = 32  # examples per optimizer step in each process
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size // steps each
     max_grad_norm: float = 1.0  # Google's optimization.py: clip_by_global_norm(grads, 1.0)

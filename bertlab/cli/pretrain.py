@@ -96,7 +96,12 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
     add("--warmup", type=float, help=f"warmup share of the run (default: {train.warmup_fraction})")
-    add("--schedule", choices=("linear", "one-cycle"), help="(default: linear)")
+    add(
+        "--schedule",
+        choices=("linear", "one-cycle"),
+        help="learning rate over --max-steps or --max-time: linear (BERT's warmup and decay) or "
+        "one-cycle (cosine rise and fall) (default: linear)",
+    )
     add("--weight-decay", type=float, default=train.weight_decay)
     add("--dropout", type=float, help="hidden and attention dropout (default: the config's)")
     add("--seed", type=int, default=train.seed)

@@ -157,10 +157,10 @@ class _Run:
         self.precision = resolve_precision(config.precision, self.device)
         self.model = model.to(self.device)
         self.optimizer = build_optimizer(self.model, config.learning_rate, config.weight_decay)
-        if config.max_steps is not None:
+        if config.max_steps is not None and config.schedule == "linear":
             warmup = round(config.warmup_fraction * config.max_steps)
             self.schedule = linear_warmup_decay(self.optimizer, warmup, config.max_steps)
-        else:
+        else:  # a shape over the time budget, or one-cycle over the steps
             self.schedule = BudgetSchedule(self.optimizer, config.warmup_fraction, config.schedule)
         self.progress = Progress()
         self.metrics: MetricsLog | None = None
@@ -290,7 +290,10 @@ class _Run:
 
     def _schedule_before_step(self) -> None:
         if isinstance(self.schedule, BudgetSchedule):
-            self.schedule.step(self.progress.elapsed / self.config.max_time)
+            if self.config.max_time is not None:
+                self.schedule.step(self.progress.elapsed / self.config.max_time)
+            else:
+                self.schedule.step(self.progress.step / self.config.max_steps)
 
     def _step(self, train_model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
         """One optimizer step over the micro-batches; returns the summed statistics."""

@@ -4,6 +4,7 @@ DDP equivalence, and bad input."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import signal
@@ -76,6 +77,20 @@ def test_pretrain_writes_model_metrics_and_curves(pretrain_files, tmp_path) -> N
 
 
 @pytest.mark.golden
+def test_one_cycle_over_steps_rises_and_falls_along_cosines(pretrain_files, tmp_path) -> None:
+    out = tmp_path / "run"
+    extra = ["--max-steps", "8", "--log-every", "1", "--schedule", "one-cycle", "--warmup", "0.5"]
+    assert main(_args(pretrain_files, tmp_path, out, "--learning-rate", "1e-3", *extra)) == 0
+    records = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
+    # step k ran at progress (k - 1) / 8: a cosine rise over the first half, a cosine fall after
+    expected = [
+        1e-3 * (1 - math.cos(math.pi * p / 0.5)) / 2 if p < 0.5
+        else 1e-3 * (1 + math.cos(math.pi * (p - 0.5) / 0.5)) / 2
+        for p in ((k - 1) / 8 for k in range(1, 9))
+    ]  # fmt: skip
+    assert [r["learning_rate"] for r in records] == pytest.approx(expected)
+
+
 def test_final_model_loads_in_transformers_without_missing_keys(pretrain_files, tmp_path) -> None:
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "run"
