@@ -76,7 +76,6 @@ def test_pretrain_writes_model_metrics_and_curves(pretrain_files, tmp_path) -> N
     assert main([*args, "--resume"]) == 0
 
 
-@pytest.mark.golden
 def test_one_cycle_over_steps_rises_and_falls_along_cosines(pretrain_files, tmp_path) -> None:
     out = tmp_path / "run"
     extra = ["--max-steps", "8", "--log-every", "1", "--schedule", "one-cycle", "--warmup", "0.5"]
@@ -91,6 +90,7 @@ def test_one_cycle_over_steps_rises_and_falls_along_cosines(pretrain_files, tmp_
     assert [r["learning_rate"] for r in records] == pytest.approx(expected)
 
 
+@pytest.mark.golden
 def test_final_model_loads_in_transformers_without_missing_keys(pretrain_files, tmp_path) -> None:
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "run"
