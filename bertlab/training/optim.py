@@ -9,9 +9,9 @@ Two schedules:
 
 - `linear_warmup_decay` counts optimizer steps. It is a `LambdaLR`, so its position is checkpointed
   with `state_dict()`. Call `scheduler.step()` after each `optimizer.step()`, as torch expects.
-- `BudgetSchedule` follows a time budget (`--max-time`): the multiplier is a function of the
-  fraction of the budget used, which the loop passes in. Call `schedule.step(progress)` before each
-  `optimizer.step()`.
+- `BudgetSchedule` follows the fraction of a budget used, which the loop passes in: of the time
+  budget (`--max-time`, linear or one-cycle), or of `--max-steps` for the one-cycle shape. Call
+  `schedule.step(progress)` before each `optimizer.step()`.
 
 Resuming: build the optimizer and the schedule exactly as at the start of the run, then load the
 optimizer's state dict, then the schedule's.
@@ -221,17 +221,19 @@ BUDGET_DECAYS: dict[str, Callable[[float, float], float]] = {
 
 
 class BudgetSchedule:
-    """Learning rate as a function of the fraction of a time budget used (`--max-time`).
+    """Learning rate as a function of the fraction of a budget used (`--max-time`, or
+    `--max-steps` for the one-cycle shape).
 
     The multiplier rises from 0 to 1 over the first `warmup_fraction` of the budget and falls to 0
-    at its end, along `decay` ("linear" or "one-cycle"). It depends on `progress` alone, never on
-    the step count or the clock, so a run is deterministic given the elapsed times fed in.
+    at its end, along `decay` ("linear" or "one-cycle"). It depends on `progress` alone, never
+    reads the step count or the clock itself, so a run is deterministic given the progress fed in.
 
-    The loop owns the clock. It passes `progress = elapsed_training_seconds / budget_seconds`
-    before each `optimizer.step()`, where `elapsed_training_seconds` is accumulated across
-    resumes: it is saved in the checkpoint and restored with it (wall-clock time since the
-    current process started would restart the schedule on every resume). Progress past 1 counts
-    as 1 (learning rate 0); the loop should stop there.
+    The loop passes `progress` before each `optimizer.step()`: `steps_done / max_steps` with a
+    step budget, `elapsed_training_seconds / budget_seconds` with a time budget, where
+    `elapsed_training_seconds` is accumulated across resumes: it is saved in the checkpoint and
+    restored with it (wall-clock time since the current process started would restart the
+    schedule on every resume). Progress past 1 counts as 1 (learning rate 0); the loop should
+    stop there.
 
         schedule = BudgetSchedule(optimizer, warmup_fraction=0.06)
         for batch in batches:
@@ -274,7 +276,7 @@ class BudgetSchedule:
         return BUDGET_DECAYS[self.decay](min(progress, 1.0), self.warmup_fraction)
 
     def step(self, progress: float) -> None:
-        """Set the learning rates for `progress` = elapsed training time / budget.
+        """Set the learning rates for `progress`, the fraction of the budget used.
 
         Raises:
             ValueError: if `progress` is negative or not finite.
