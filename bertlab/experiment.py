@@ -301,7 +301,7 @@ def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path) -> Path:
 def _scratch_model(final: Path, points_dir: Path) -> Path:
     """A randomly initialized encoder of the final model's shape, with its tokenizer.
 
-    Every seed re-initializes it (fine-tuning sets the seed before building the model), so this
+    Each seed builds its own random encoder from it (`_seeded_random_encoder`), so this
     directory only carries the shape and the tokenizer; see `_finetune_and_test`.
     """
     directory = points_dir / _point_name(SCRATCH)
@@ -425,7 +425,8 @@ def _finetune_and_test(
     from bertlab.training.task_inference import run_task
 
     if model_dir.name == _point_name(SCRATCH):
-        model_dir = _seeded_random_encoder(model_dir, seed)
+        position_init = budget_recipe(config.budget_minutes * 60).position_init
+        model_dir = _seeded_random_encoder(model_dir, seed, position_init)
     finetune_config = FinetuneConfig(
         learning_rate=config.learning_rate,
         batch_size=FINETUNE_BATCH_SIZE,
@@ -447,8 +448,12 @@ def _finetune_and_test(
     return metrics
 
 
-def _seeded_random_encoder(shape_dir: Path, seed: int) -> Path:
-    """A random encoder with `seed`'s initialization, saved beside the shape directory."""
+def _seeded_random_encoder(shape_dir: Path, seed: int, position_init: str) -> Path:
+    """A random encoder with `seed`'s initialization, saved beside the shape directory.
+
+    It starts where pre-training started (the recipe's `position_init` included), so the
+    pre-trained model and scratch differ by the pre-training alone.
+    """
     from bertlab.config import BertConfig
     from bertlab.modeling import BertModel
     from bertlab.tokenization import Tokenizer
@@ -461,7 +466,10 @@ def _seeded_random_encoder(shape_dir: Path, seed: int) -> Path:
             hidden_dropout_prob=FINETUNE_DROPOUT, attention_probs_dropout_prob=FINETUNE_DROPOUT
         )
         set_seed(seed)
-        BertModel(config).save_pretrained(directory)
+        model = BertModel(config)
+        if position_init == "sinusoidal":
+            model.embeddings.init_sinusoidal_positions(config.initializer_range)
+        model.save_pretrained(directory)
         Tokenizer.from_pretrained(shape_dir).save_pretrained(directory)
     return directory
 

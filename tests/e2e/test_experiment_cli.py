@@ -9,9 +9,13 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from bertlab.cli import main
+from bertlab.config import BertConfig
 from bertlab.experiment import TEST_FILE, results_table, verdict
+from bertlab.modeling import BertModel
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 
@@ -78,6 +82,15 @@ def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, caps
         (out / "points" / f"scratch-seed-{s}" / "model.safetensors").read_bytes() for s in (1, 2)
     ]
     assert scratch[0] != scratch[1]
+    # ... and start where pre-training started: the recipe's sinusoidal positions.
+    config = BertConfig.from_json_file(out / "points" / "scratch-seed-1" / "config.json")
+    expected = BertModel(config).embeddings
+    expected.init_sinusoidal_positions(config.initializer_range)
+    positions = load_file(out / "points" / "scratch-seed-1" / "model.safetensors")
+    torch.testing.assert_close(
+        positions["embeddings.position_embeddings.weight"],
+        expected.position_embeddings.weight.detach(),
+    )
     # Run again: every step is found done, nothing is trained again.
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)}
     capsys.readouterr()
