@@ -409,10 +409,11 @@ def finetune_task(
     evaluate = None
     if data.dev is not None:
         precision = resolve_precision(config.precision, default_device())
+        dev_features = task.encode(data.dev, tokenizer, None, with_labels=False)  # once
 
         def evaluate(model: BertForTask) -> dict[str, float]:
             predictions = run_task(
-                task, model, tokenizer, data.dev, config.eval_batch_size, precision
+                task, model, tokenizer, data.dev, config.eval_batch_size, precision, dev_features
             )
             return task.score(predictions, data.dev)
 

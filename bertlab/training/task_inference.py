@@ -584,8 +584,14 @@ def run_task(
     examples: Sequence,
     batch_size: int,
     precision: str,
+    features: list | None = None,
 ) -> Predictions:
-    """Encode `examples`, run `model` over them and decode its outputs into predictions."""
-    features = task.encode(examples, tokenizer, None, with_labels=False)
+    """Encode `examples`, run `model` over them and decode its outputs into predictions.
+
+    `features`: `examples` already encoded by `task.encode` (without labels), for a set that is
+    run again and again, such as the dev set after every epoch.
+    """
+    if features is None:
+        features = task.encode(examples, tokenizer, None, with_labels=False)
     rows = predict_rows(model, features, batch_size, precision, task.reduce)
     return task.decode(features, rows, examples, getattr(model, "id2label", None))

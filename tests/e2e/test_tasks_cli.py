@@ -313,6 +313,17 @@ def test_over_long_inputs_are_cut_with_a_counted_warning(tmp_path, capsys, caplo
     assert "4 of 4 examples were longer than max_seq_length 8 and were cut" in caplog.text
 
 
+def test_a_dev_set_is_encoded_once_not_every_epoch(tmp_path, capsys, caplog, task_vocab):
+    data = TASK_DATA / "rte_style.tsv"
+    code, _, stderr = finetune(
+        capsys, task_vocab, tmp_path / "run", "rte", data, "--dev", data,
+        "--epochs", 3, "--max-seq-length", 8,
+    )  # fmt: skip
+    assert code == 0, stderr
+    # The training set and the dev set are each cut once, not once per epoch.
+    assert caplog.text.count("4 of 4 examples were longer than max_seq_length 8") == 2
+
+
 def test_max_seq_length_beyond_the_model_is_refused(tmp_path, capsys, task_vocab):
     code, _, stderr = finetune(
         capsys, task_vocab, tmp_path / "run", "rte", TASK_DATA / "rte_style.tsv",
