@@ -1,4 +1,4 @@
-"""Pre-training throughput with the data pipeline against the bare model step (issue 4 #5).
+"""Pre-training throughput with the data pipeline against the bare model step.
 
 Same config on both sides: the mini preset at the bert-base-uncased vocabulary (30,522), sequence
 length 128, batch 32, masked LM + NSP, fp32, dropout 0.1, on a slice of the English Wikipedia

@@ -1,5 +1,5 @@
 """`bertlab pretrain` on a slice of the English Wikipedia sample: the masked-LM loss falls
-(issue 4, must-show 2). Slow; skipped when ../shared/data is absent."""
+(docs/pretraining.md). Slow; skipped when ../shared/data is absent."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from bertlab.tokenization import Tokenizer
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 EXIT_USER_ERROR = 1
-MAX_UNK_RATE = 0.001  # issue 3: [UNK] rate on held-out lines below 0.1%
+MAX_UNK_RATE = 0.001  # the target: [UNK] on held-out lines below 0.1%
 LINES = [
     "BERT reads text as word pieces.",
     "Unaffable tokenizers are still useful, aren't they?",
