@@ -16,10 +16,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bertlab.modeling import BertEmbeddings
 
 FINETUNE_DROPOUT = 0.1  # BERT's dropout, restored in the final model's config for fine-tuning
-POSITION_INITS = ("normal", "sinusoidal")  # see BertEmbeddings.init_sinusoidal_positions
+POSITION_INITS = ("normal", "sinusoidal")  # see init_positions
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,14 @@ def budget_recipe(seconds: float) -> BudgetRecipe:
     if not seconds > 0:
         raise ValueError(f"the budget must be positive, got {seconds}")
     return BudgetRecipe()
+
+
+def init_positions(embeddings: BertEmbeddings, position_init: str, std: float) -> None:
+    """Start a new model's position embeddings as `position_init` (one of POSITION_INITS) says:
+    "normal" keeps the model's own random initialization, "sinusoidal" the Transformer's sinusoids
+    at standard deviation `std` (the config's initializer_range)."""
+    if position_init == "sinusoidal":
+        embeddings.init_sinusoidal_positions(std)
 
 
 def restore_finetune_dropout(model_dir: str | Path, dropout: float = FINETUNE_DROPOUT) -> None:

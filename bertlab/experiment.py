@@ -26,7 +26,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bertlab.budget import FINETUNE_DROPOUT, budget_recipe, restore_finetune_dropout
+from bertlab.budget import (
+    FINETUNE_DROPOUT,
+    budget_recipe,
+    init_positions,
+    restore_finetune_dropout,
+)
 from bertlab.config import FinetuneConfig, TaskDataConfig
 from bertlab.training.finetune import (
     DATA_SPLIT_SEED,
@@ -467,8 +472,7 @@ def _seeded_random_encoder(shape_dir: Path, seed: int, position_init: str) -> Pa
         )
         set_seed(seed)
         model = BertModel(config)
-        if position_init == "sinusoidal":
-            model.embeddings.init_sinusoidal_positions(config.initializer_range)
+        init_positions(model.embeddings, position_init, config.initializer_range)
         model.save_pretrained(directory)
         Tokenizer.from_pretrained(shape_dir).save_pretrained(directory)
     return directory

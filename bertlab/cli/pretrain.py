@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from bertlab.budget import POSITION_INITS, restore_finetune_dropout
+from bertlab.budget import POSITION_INITS, init_positions, restore_finetune_dropout
 from bertlab.cli.common import CommandError
 
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
@@ -164,8 +164,7 @@ def _pretrain(args: argparse.Namespace, context) -> int:
         model = BertForPreTraining.from_pretrained(args.init_from, config=model_config)
     else:
         model = BertForPreTraining(model_config)
-        if args.position_init == "sinusoidal":
-            model.bert.embeddings.init_sinusoidal_positions(model_config.initializer_range)
+        init_positions(model.bert.embeddings, args.position_init, model_config.initializer_range)
     num_parameters = sum(p.numel() for p in model.parameters())
     global_batch = config.batch_size * context.world_size
     say(
