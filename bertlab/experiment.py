@@ -112,11 +112,22 @@ class TransferConfig:
     seeds: tuple[int, ...] = (1, 2, 3)
     tasks: tuple[str, ...] | None = None  # names in TASKS[lang]; None: all
     corpus: tuple[str, ...] | None = None  # files; None: CORPORA[lang] under data_dir
-    learning_rate: float = FINETUNE_LEARNING_RATE
+    learning_rate: float = FINETUNE_LEARNING_RATE  # fine-tuning
+    model_size: str | None = None  # PRESETS name, pre-trained and from scratch; None: the recipe's
+    pretrain_learning_rate: float | None = None  # the peak; None: the recipe's
 
     def __post_init__(self) -> None:
+        from bertlab.config import PRESETS
+
         if self.lang not in TASKS:
             raise ValueError(f"unknown language {self.lang!r}; choose one of {', '.join(TASKS)}")
+        if self.model_size is not None and self.model_size not in PRESETS:
+            raise ValueError(
+                f"unknown model size {self.model_size!r}; choose one of {', '.join(PRESETS)}"
+            )
+        if self.pretrain_learning_rate is not None and not self.pretrain_learning_rate > 0:
+            rate = self.pretrain_learning_rate
+            raise ValueError(f"the pre-training learning rate must be positive, got {rate}")
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
         if any(not 0 < p < self.budget_minutes for p in self.points):
@@ -137,6 +148,10 @@ class TransferConfig:
 
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
+
+    def shape(self) -> str:
+        """The encoder's PRESETS name: --model-size, else the budget recipe's."""
+        return self.model_size or budget_recipe(self.budget_minutes * 60).model_size
 
 
 # --- the experiment -------------------------------------------------------------------------------
@@ -229,7 +244,23 @@ def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
 
     run_dir = config.out / "pretrain"
     if (run_dir / "final" / "config.json").is_file():
+        _check_shape(config, run_dir / "final")
         return run_dir
+    argv = pretrain_argv(config, run_dir)
+    if latest_checkpoint(run_dir) is not None:
+        _check_shape(config, latest_checkpoint(run_dir))
+        argv.append("--resume")
+    if not show_progress:
+        argv.append("--no-progress")
+    args = build_parser().parse_args(argv)
+    code = args.handler(args)
+    if code:
+        raise RuntimeError(f"pre-training failed (exit {code})")
+    return run_dir
+
+
+def pretrain_argv(config: TransferConfig, run_dir: Path) -> list[str]:
+    """The `bertlab pretrain` command line of the experiment's pre-training phase."""
     argv = [
         "pretrain",
         "--corpus",
@@ -247,15 +278,25 @@ def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
         "--eval-every",
         str(EVAL_EVERY_STEPS),
     ]
-    if latest_checkpoint(run_dir) is not None:
-        argv.append("--resume")
-    if not show_progress:
-        argv.append("--no-progress")
-    args = build_parser().parse_args(argv)
-    code = args.handler(args)
-    if code:
-        raise RuntimeError(f"pre-training failed (exit {code})")
-    return run_dir
+    if config.model_size is not None:
+        argv += ["--model-size", config.model_size]
+    if config.pretrain_learning_rate is not None:
+        argv += ["--learning-rate", f"{config.pretrain_learning_rate:g}"]
+    return argv
+
+
+def _check_shape(config: TransferConfig, model_dir: Path) -> None:
+    """Refuse to continue a pre-training run of another shape than the one asked for."""
+    from bertlab.config import PRESETS, BertConfig
+
+    found = BertConfig.from_json_file(model_dir / "config.json")
+    layers, hidden, _ = PRESETS[config.shape()]
+    if (found.num_hidden_layers, found.hidden_size) != (layers, hidden):
+        raise ValueError(
+            f"{model_dir} holds a model of {found.num_hidden_layers} layers of "
+            f"{found.hidden_size}, not {config.shape()} ({layers} of {hidden}); "
+            "use another --out for another model size"
+        )
 
 
 def _point_models(config: TransferConfig, pretrain_dir: Path, say) -> dict[float, Path]:
@@ -486,6 +527,7 @@ def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, 
     from bertlab.training.metrics_log import read_metrics
 
     evals = [r for r in read_metrics(pretrain_dir / "metrics.jsonl") if r["kind"] == "eval"]
+    recipe = budget_recipe(config.budget_minutes * 60)
     return {
         "config": {
             "lang": config.lang,
@@ -495,9 +537,11 @@ def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, 
             "seeds": list(config.seeds),
             "corpus": [str(p) for p in config.corpus_files()],
             "finetune_learning_rate": config.learning_rate,
+            "model_size": config.shape(),
+            "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
             "test_fraction": TEST_FRACTION,
             "dev_fraction": DEV_FRACTION,
-            "recipe": budget_recipe(config.budget_minutes * 60).to_json(),
+            "recipe": recipe.to_json(),
         },
         "tasks": {t.name: asdict(t) for t in tasks},
         "metrics": metric_names,

@@ -9,6 +9,8 @@ from bertlab.cli.pretrain import parse_duration
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.budget import BudgetRecipe
+    from bertlab.config import PRESETS
     from bertlab.experiment import TASKS, TransferConfig
 
     parser = subparsers.add_parser("experiment", help="experiments that measure the recipes")
@@ -58,6 +60,18 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         default=defaults.learning_rate,
         help="fine-tuning learning rate (default: %(default)g)",
     )
+    add(
+        "--model-size",
+        choices=list(PRESETS),
+        help="encoder shape to pre-train and to train from scratch (default: the budget "
+        f"recipe's, {BudgetRecipe.model_size})",
+    )
+    add(
+        "--pretrain-learning-rate",
+        type=float,
+        help="peak pre-training learning rate (default: the budget recipe's, "
+        f"{BudgetRecipe.learning_rate:g})",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
 
@@ -84,6 +98,8 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         tasks=tuple(t.strip() for t in args.tasks.split(",")) if args.tasks else None,
         corpus=tuple(args.corpus) if args.corpus else None,
         learning_rate=args.learning_rate,
+        model_size=args.model_size,
+        pretrain_learning_rate=args.pretrain_learning_rate,
     )
     run_transfer(config, show_progress=not args.no_progress)
     return 0

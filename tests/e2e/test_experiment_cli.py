@@ -12,9 +12,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertlab.cli import main
+from bertlab.cli import build_parser, main
 from bertlab.config import BertConfig
-from bertlab.experiment import TEST_FILE, results_table, verdict
+from bertlab.experiment import TEST_FILE, TransferConfig, pretrain_argv, results_table, verdict
 from bertlab.modeling import BertModel
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
@@ -60,6 +60,8 @@ def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, caps
     assert main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["points"] == ["scratch", "0.25min", "0.5min"]
+    assert results["config"]["model_size"] == "tiny"  # the budget recipe's
+    assert results["config"]["pretrain_learning_rate"] == 2e-3
     assert set(results["scores"]) == {"sst2", "stsb"}
     for task, by_point in results["scores"].items():
         assert set(by_point) == {"scratch", "0.25min", "0.5min"}
@@ -119,6 +121,7 @@ def test_verdict_needs_more_than_the_seed_spread() -> None:
         (["--points", "90"], "points must lie strictly between 0 and 60"),
         (["--seeds", "1,1"], "seeds must be distinct"),
         (["--seeds", "a"], "--seeds must be numbers"),
+        (["--pretrain-learning-rate", "0"], "pre-training learning rate must be positive"),
     ],
 )
 def test_bad_arguments_end_in_one_line(tmp_path, capsys, extra, message) -> None:
@@ -137,3 +140,25 @@ def test_missing_data_is_named_before_anything_runs(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "missing input file(s)" in err and "SST-2/train.tsv" in err
     assert not out.exists()
+
+
+def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> None:
+    chosen = TransferConfig(tmp_path, tmp_path, model_size="mini", pretrain_learning_rate=1e-3)
+    args = build_parser().parse_args(pretrain_argv(chosen, tmp_path / "pretrain"))
+    assert (args.model_size, args.learning_rate, args.budget) == ("mini", 1e-3, 3600)
+    # Left unset, the budget recipe fills them (`bertlab pretrain --budget`).
+    args = build_parser().parse_args(pretrain_argv(TransferConfig(tmp_path, tmp_path), tmp_path))
+    assert (args.model_size, args.learning_rate) == (None, None)
+
+
+def test_a_pretraining_run_of_another_shape_is_refused(tmp_path, capsys) -> None:
+    data = _data_dir(tmp_path / "data")
+    out = tmp_path / "experiment"
+    final = out / "pretrain" / "final"
+    final.mkdir(parents=True)
+    BertConfig.from_preset("tiny", vocab_size=100).to_json_file(final / "config.json")
+    argv = ["experiment", "transfer", "--data", str(data), "--out", str(out), "--tasks", "sst2"]
+    assert main([*argv, "--model-size", "mini", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds a model of 2 layers of 128, not mini" in err[0]
+    assert sorted(p.name for p in out.iterdir()) == ["pretrain"]  # nothing fine-tuned
