@@ -247,8 +247,9 @@ def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
         _check_shape(config, run_dir / "final")
         return run_dir
     argv = pretrain_argv(config, run_dir)
-    if latest_checkpoint(run_dir) is not None:
-        _check_shape(config, latest_checkpoint(run_dir))
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None:
+        _check_shape(config, checkpoint)
         argv.append("--resume")
     if not show_progress:
         argv.append("--no-progress")
