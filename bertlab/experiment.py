@@ -115,6 +115,7 @@ class TransferConfig:
     learning_rate: float = FINETUNE_LEARNING_RATE  # fine-tuning
     model_size: str | None = None  # PRESETS name, pre-trained and from scratch; None: the recipe's
     pretrain_learning_rate: float | None = None  # the peak; None: the recipe's
+    tokenizer: Path | None = None  # vocab.txt or tokenizer directory; None: trained on the corpus
 
     def __post_init__(self) -> None:
         from bertlab.config import PRESETS
@@ -226,6 +227,8 @@ def _check_inputs(config: TransferConfig, tasks: Sequence[TransferTask]) -> None
     missing += [
         str(config.data_dir / t.path) for t in tasks if not (config.data_dir / t.path).is_file()
     ]
+    if config.tokenizer is not None and not config.tokenizer.exists():
+        missing.append(str(config.tokenizer))
     if missing:
         raise FileNotFoundError(f"missing input file(s): {', '.join(missing)}")
 
@@ -283,6 +286,8 @@ def pretrain_argv(config: TransferConfig, run_dir: Path) -> list[str]:
         argv += ["--model-size", config.model_size]
     if config.pretrain_learning_rate is not None:
         argv += ["--learning-rate", f"{config.pretrain_learning_rate:g}"]
+    if config.tokenizer is not None:
+        argv += ["--tokenizer", str(config.tokenizer)]
     return argv
 
 
@@ -540,6 +545,7 @@ def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, 
             "finetune_learning_rate": config.learning_rate,
             "model_size": config.shape(),
             "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
+            "tokenizer": str(config.tokenizer) if config.tokenizer else "trained on the corpus",
             "test_fraction": TEST_FRACTION,
             "dev_fraction": DEV_FRACTION,
             "recipe": recipe.to_json(),

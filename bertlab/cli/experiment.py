@@ -72,6 +72,12 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="peak pre-training learning rate (default: the budget recipe's, "
         f"{BudgetRecipe.learning_rate:g})",
     )
+    add(
+        "--tokenizer",
+        help="vocab.txt or tokenizer directory to pre-train with, e.g. an earlier run's "
+        "OUT/pretrain/final (default: a WordPiece vocabulary trained on the corpus, which can "
+        "differ slightly from one run to the next)",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
 
@@ -100,6 +106,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
         model_size=args.model_size,
         pretrain_learning_rate=args.pretrain_learning_rate,
+        tokenizer=Path(args.tokenizer) if args.tokenizer else None,
     )
     run_transfer(config, show_progress=not args.no_progress)
     return 0

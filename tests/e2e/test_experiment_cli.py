@@ -143,12 +143,26 @@ def test_missing_data_is_named_before_anything_runs(tmp_path, capsys) -> None:
 
 
 def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> None:
-    chosen = TransferConfig(tmp_path, tmp_path, model_size="mini", pretrain_learning_rate=1e-3)
+    vocab = tmp_path / "vocab.txt"
+    chosen = TransferConfig(
+        tmp_path, tmp_path, model_size="mini", pretrain_learning_rate=1e-3, tokenizer=vocab
+    )
     args = build_parser().parse_args(pretrain_argv(chosen, tmp_path / "pretrain"))
     assert (args.model_size, args.learning_rate, args.budget) == ("mini", 1e-3, 3600)
+    assert args.tokenizer == str(vocab)
     # Left unset, the budget recipe fills them (`bertlab pretrain --budget`).
     args = build_parser().parse_args(pretrain_argv(TransferConfig(tmp_path, tmp_path), tmp_path))
-    assert (args.model_size, args.learning_rate) == (None, None)
+    assert (args.model_size, args.learning_rate, args.tokenizer) == (None, None, None)
+
+
+def test_a_missing_tokenizer_is_named_before_anything_runs(tmp_path, capsys) -> None:
+    data = _data_dir(tmp_path / "data")
+    out = tmp_path / "experiment"
+    argv = ["experiment", "transfer", "--data", str(data), "--out", str(out)]
+    assert main([*argv, "--tokenizer", str(tmp_path / "none" / "vocab.txt")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing input file(s)" in err[0] and "none/vocab.txt" in err[0]
+    assert not out.exists()
 
 
 def test_a_pretraining_run_of_another_shape_is_refused(tmp_path, capsys) -> None:
