@@ -48,6 +48,7 @@ TABLE_FILE = "table.md"
 PLOT_FILE = "transfer.png"
 TEST_FILE = "test.json"
 SPLIT_FILE = "split.json"  # per task: the split its fine-tuning runs were made on
+SETTINGS_FILE = "settings.json"  # the settings every finished step of OUT was made with
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
 TEST_FRACTION = 0.2  # of each task's training file, held out as its test split
 DEV_FRACTION = 0.1  # of the rest, held out to pick the best epoch
@@ -202,10 +203,7 @@ def run_transfer(
                 )
                 values.append(metrics[task.primary_metric])
             scores[spec.name][point] = values
-            say(
-                f"   {point:>8} {spec.name}: {task.primary_metric} median "
-                f"{statistics.median(values):.4f} (min {min(values):.4f}, max {max(values):.4f})"
-            )
+            say(f"   {point:>8} {spec.name}: {task.primary_metric} {summary(values)}")
             timings["total"] = time.perf_counter() - started
             results = base | {"scores": scores, "timings_seconds": timings}
             _write_results(config.out, results)
@@ -233,6 +231,52 @@ def _check_inputs(config: TransferConfig, tasks: Sequence[TransferTask]) -> None
         raise FileNotFoundError(f"missing input file(s): {', '.join(missing)}")
 
 
+def experiment_settings(config: TransferConfig) -> dict[str, Any]:
+    """What every finished step of an experiment depends on, as JSON values.
+
+    Left out: the tasks, points and seeds, which a later run may add to, and the task data, which
+    `_check_split` checks per task.
+    """
+    recipe = budget_recipe(config.budget_minutes * 60)
+    settings = {
+        "lang": config.lang,
+        "budget_minutes": config.budget_minutes,
+        "corpus": [str(path.resolve()) for path in config.corpus_files()],
+        "model_size": config.shape(),
+        "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
+        "tokenizer": str(config.tokenizer.resolve()) if config.tokenizer else None,
+        **{f"recipe.{name}": value for name, value in recipe.to_json().items()},
+        "finetune_learning_rate": config.learning_rate,
+        "finetune_batch_size": FINETUNE_BATCH_SIZE,
+        "finetune_dropout": FINETUNE_DROPOUT,
+    }
+    return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
+
+
+def _check_settings(out: Path, settings: dict[str, Any]) -> None:
+    """Record the settings in OUT; refuse to continue an experiment made with other ones.
+
+    A run of the same command skips every step whose output is there, which is only right if
+    that output was made with the same settings (an earlier fine-tuning rate, vocabulary or
+    recipe would otherwise be mixed silently into the new table).
+    """
+    path = out / SETTINGS_FILE
+    if not path.is_file():
+        path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        return
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    changed = [
+        f"{key} {recorded.get(key)!r} there, {settings.get(key)!r} now"
+        for key in sorted(set(recorded) | set(settings))
+        if recorded.get(key) != settings.get(key)
+    ]
+    if changed:
+        raise ValueError(
+            f"{out} holds an experiment made with other settings ({'; '.join(changed)}); "
+            "use another --out, or move that directory away to start again"
+        )
+
+
 def _point_name(minutes: float) -> str:
     return "scratch" if minutes == SCRATCH else f"{minutes:g}min"
 
@@ -248,12 +292,14 @@ def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
     run_dir = config.out / "pretrain"
     if (run_dir / "final" / "config.json").is_file():
         _check_shape(config, run_dir / "final")
+        _check_settings(config.out, experiment_settings(config))
         return run_dir
     argv = pretrain_argv(config, run_dir)
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is not None:
         _check_shape(config, checkpoint)
         argv.append("--resume")
+    _check_settings(config.out, experiment_settings(config))
     if not show_progress:
         argv.append("--no-progress")
     args = build_parser().parse_args(argv)
@@ -570,11 +616,7 @@ def results_table(results: dict[str, Any]) -> list[str]:
         cells = []
         for point in points:
             values = by_point.get(point)
-            cells.append(
-                f"{_fmt(statistics.median(values))} ({_fmt(min(values))}–{_fmt(max(values))})"
-                if values
-                else "–"
-            )
+            cells.append(summary(values) if values else "–")
         done = "scratch" in by_point and budget in by_point
         answer = verdict(by_point["scratch"], by_point[budget]) if done else "–"
         lines.append(
@@ -586,14 +628,25 @@ def results_table(results: dict[str, Any]) -> list[str]:
 def verdict(scratch: Sequence[float], pretrained: Sequence[float]) -> str:
     """ "yes" when the pre-trained median beats scratch's by more than either model's seed spread
     (max - min over the seeds), "no" otherwise, with the margin."""
+    scratch, pretrained = scored(scratch), scored(pretrained)
     margin = statistics.median(pretrained) - statistics.median(scratch)
     spread = max(max(scratch) - min(scratch), max(pretrained) - min(pretrained))
     answer = "yes" if margin > spread else "no"
     return f"{answer} ({margin:+.4f} vs spread {spread:.4f})"
 
 
-def _fmt(value: float) -> str:
-    return "nan" if value is None or math.isnan(value) else f"{value:.3f}"
+def scored(values: Sequence[float]) -> list[float]:
+    """The seeds' scores with an undefined one (NaN: the Spearman correlation of a constant
+    prediction) counted as 0, the correlation a constant prediction carries."""
+    return [0.0 if math.isnan(value) else value for value in values]
+
+
+def summary(values: Sequence[float]) -> str:
+    """ "median (min–max)" of the seeds (`scored`), and how many predicted a constant."""
+    kept = scored(values)
+    text = f"{statistics.median(kept):.3f} ({min(kept):.3f}–{max(kept):.3f})"
+    constant = sum(math.isnan(value) for value in values)
+    return text + (f", {constant} constant" if constant else "")
 
 
 def plot_transfer(results: dict[str, Any], path: Path) -> Path:
@@ -611,7 +664,9 @@ def plot_transfer(results: dict[str, Any], path: Path) -> Path:
     points = results["config"]["points"]
     for axis, name in zip(axes.flat, names, strict=False):
         by_point = results["scores"][name]
-        done = [(m, by_point[p]) for m, p in zip(minutes, points, strict=True) if p in by_point]
+        done = [
+            (m, scored(by_point[p])) for m, p in zip(minutes, points, strict=True) if p in by_point
+        ]
         medians = [statistics.median(v) for _, v in done]
         low = [m - min(v) for m, (_, v) in zip(medians, done, strict=True)]
         high = [max(v) - m for m, (_, v) in zip(medians, done, strict=True)]

@@ -22,7 +22,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "(from scratch), the --points and the whole budget on each task with the same "
         "fine-tuning budget and several seeds; score on a test split carved from each task's "
         "training file. Writes OUT/table.md (median and min-max per point), OUT/transfer.png "
-        "and OUT/results.json. Running the same command again continues an interrupted run.",
+        "and OUT/results.json. Running the same command again continues an interrupted run; "
+        "one with other settings (OUT/settings.json) is refused.",
     )
     defaults = TransferConfig
     english = ", ".join(t.name for t in TASKS["en"])

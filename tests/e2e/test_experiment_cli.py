@@ -14,7 +14,14 @@ from safetensors.torch import load_file
 
 from bertlab.cli import build_parser, main
 from bertlab.config import BertConfig
-from bertlab.experiment import TEST_FILE, TransferConfig, pretrain_argv, results_table, verdict
+from bertlab.experiment import (
+    TEST_FILE,
+    TransferConfig,
+    pretrain_argv,
+    results_table,
+    summary,
+    verdict,
+)
 from bertlab.modeling import BertModel
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
@@ -98,6 +105,13 @@ def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, caps
     capsys.readouterr()
     assert main(argv) == 0
     assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
+    # Another fine-tuning rate would mix new runs with the finished ones: refused in one line.
+    capsys.readouterr()
+    assert main([*argv, "--learning-rate", "1e-3"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "made with other settings" in err[0]
+    assert "finetune_learning_rate 0.0005 there, 0.001 now" in err[0]
+    assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
     # Changed data: the finished runs no longer match their split, and the command says so.
     sst2 = data / "glue" / "SST-2" / "train.tsv"
     sst2.write_text("".join(sst2.read_text().splitlines(keepends=True)[:-1]))
@@ -112,6 +126,17 @@ def test_verdict_needs_more_than_the_seed_spread() -> None:
     assert verdict([0.70, 0.71, 0.72], [0.80, 0.81, 0.82]).startswith("yes (+0.1000")
     assert verdict([0.70, 0.75, 0.80], [0.74, 0.78, 0.79]).startswith("no (+0.0300")
     assert verdict([0.80, 0.80, 0.80], [0.70, 0.71, 0.72]).startswith("no (-0.0900")
+
+
+def test_a_constant_prediction_counts_as_no_correlation() -> None:
+    # A seed that predicts one value has no Spearman correlation (NaN): it counts as 0, and the
+    # table says how many seeds did so, wherever the NaN stands among the seeds.
+    assert summary([0.30, math.nan, 0.31]) == "0.300 (0.000–0.310), 1 constant"
+    assert summary([math.nan, 0.30, 0.31]) == "0.300 (0.000–0.310), 1 constant"
+    assert summary([0.30, 0.20, 0.31]) == "0.300 (0.200–0.310)"
+    assert verdict([math.nan, 0.30, 0.31], [0.27, 0.27, 0.26]).startswith(
+        "no (-0.0300 vs spread 0.3100"
+    )
 
 
 @pytest.mark.parametrize(
