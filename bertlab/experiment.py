@@ -117,6 +117,7 @@ class TransferConfig:
     model_size: str | None = None  # PRESETS name, pre-trained and from scratch; None: the recipe's
     pretrain_learning_rate: float | None = None  # the peak; None: the recipe's
     tokenizer: Path | None = None  # vocab.txt or tokenizer directory; None: trained on the corpus
+    finetune_dropout: float = FINETUNE_DROPOUT  # every model's, pre-trained and from scratch
 
     def __post_init__(self) -> None:
         from bertlab.config import PRESETS
@@ -130,6 +131,10 @@ class TransferConfig:
         if self.pretrain_learning_rate is not None and not self.pretrain_learning_rate > 0:
             rate = self.pretrain_learning_rate
             raise ValueError(f"the pre-training learning rate must be positive, got {rate}")
+        if not 0 <= self.finetune_dropout < 1:
+            raise ValueError(
+                f"the fine-tuning dropout must be in [0, 1), got {self.finetune_dropout}"
+            )
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
         if any(not 0 < p < self.budget_minutes for p in self.points):
@@ -248,7 +253,7 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
         **{f"recipe.{name}": value for name, value in recipe.to_json().items()},
         "finetune_learning_rate": config.learning_rate,
         "finetune_batch_size": FINETUNE_BATCH_SIZE,
-        "finetune_dropout": FINETUNE_DROPOUT,
+        "finetune_dropout": config.finetune_dropout,
     }
     return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
 
@@ -372,14 +377,24 @@ def _point_models(config: TransferConfig, pretrain_dir: Path, say) -> dict[float
             )
         say(f"   {minutes:g}-min point: {checkpoint.name} ({elapsed[checkpoint]:.1f} min trained)")
         models[minutes] = _fine_tunable_copy(
-            checkpoint, pretrain_dir / "final", points_dir / _point_name(minutes)
+            checkpoint,
+            pretrain_dir / "final",
+            points_dir / _point_name(minutes),
+            config.finetune_dropout,
         )
-    models[config.budget_minutes] = pretrain_dir / "final"
+    models[config.budget_minutes] = pretrain_dir / "final"  # written with FINETUNE_DROPOUT
+    if config.finetune_dropout != FINETUNE_DROPOUT:
+        models[config.budget_minutes] = _fine_tunable_copy(
+            pretrain_dir / "final",
+            pretrain_dir / "final",
+            points_dir / _point_name(config.budget_minutes),
+            config.finetune_dropout,
+        )
     return models
 
 
-def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path) -> Path:
-    """The checkpoint's weights with the final model's tokenizer and fine-tuning dropout."""
+def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path, dropout: float) -> Path:
+    """The checkpoint's weights with the final model's tokenizer and the fine-tuning dropout."""
     if (directory / "config.json").is_file():
         return directory
     from bertlab.training.checkpointing import replace_directory
@@ -390,7 +405,7 @@ def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path) -> Path:
         for tokenizer_file in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
             if (final / tokenizer_file).is_file():
                 shutil.copy2(final / tokenizer_file, target / tokenizer_file)
-        restore_finetune_dropout(target)
+        restore_finetune_dropout(target, dropout)
 
     replace_directory(directory, write)
     return directory
@@ -524,7 +539,7 @@ def _finetune_and_test(
 
     if model_dir.name == _point_name(SCRATCH):
         position_init = budget_recipe(config.budget_minutes * 60).position_init
-        model_dir = _seeded_random_encoder(model_dir, seed, position_init)
+        model_dir = _seeded_random_encoder(model_dir, seed, position_init, config.finetune_dropout)
     finetune_config = FinetuneConfig(
         learning_rate=config.learning_rate,
         batch_size=FINETUNE_BATCH_SIZE,
@@ -546,8 +561,8 @@ def _finetune_and_test(
     return metrics
 
 
-def _seeded_random_encoder(shape_dir: Path, seed: int, position_init: str) -> Path:
-    """A random encoder with `seed`'s initialization, saved beside the shape directory.
+def _seeded_random_encoder(shape_dir: Path, seed: int, position_init: str, dropout: float) -> Path:
+    """A random encoder with `seed`'s initialization and `dropout`, beside the shape directory.
 
     It starts where pre-training started (the recipe's `position_init` included), so the
     pre-trained model and scratch differ by the pre-training alone.
@@ -560,9 +575,7 @@ def _seeded_random_encoder(shape_dir: Path, seed: int, position_init: str) -> Pa
     directory = shape_dir.with_name(f"{shape_dir.name}-seed-{seed}")
     if not (directory / "model.safetensors").is_file():
         config = BertConfig.from_json_file(shape_dir / "config.json")
-        config = config.replace(
-            hidden_dropout_prob=FINETUNE_DROPOUT, attention_probs_dropout_prob=FINETUNE_DROPOUT
-        )
+        config = config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
         set_seed(seed)
         model = BertModel(config)
         init_positions(model.embeddings, position_init, config.initializer_range)
@@ -589,6 +602,7 @@ def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, 
             "seeds": list(config.seeds),
             "corpus": [str(p) for p in config.corpus_files()],
             "finetune_learning_rate": config.learning_rate,
+            "finetune_dropout": config.finetune_dropout,
             "model_size": config.shape(),
             "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
             "tokenizer": str(config.tokenizer) if config.tokenizer else "trained on the corpus",

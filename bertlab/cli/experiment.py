@@ -62,6 +62,13 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="fine-tuning learning rate (default: %(default)g)",
     )
     add(
+        "--finetune-dropout",
+        type=float,
+        default=defaults.finetune_dropout,
+        help="dropout of every model while fine-tuning, pre-trained and from scratch (default: "
+        "%(default)g, BERT's; 0 fine-tunes without dropout, docs/budget.md §3.3)",
+    )
+    add(
         "--model-size",
         choices=list(PRESETS),
         help="encoder shape to pre-train and to train from scratch (default: the budget "
@@ -105,6 +112,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         tasks=tuple(t.strip() for t in args.tasks.split(",")) if args.tasks else None,
         corpus=tuple(args.corpus) if args.corpus else None,
         learning_rate=args.learning_rate,
+        finetune_dropout=args.finetune_dropout,
         model_size=args.model_size,
         pretrain_learning_rate=args.pretrain_learning_rate,
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,

@@ -17,12 +17,15 @@ from bertlab.config import BertConfig
 from bertlab.experiment import (
     TEST_FILE,
     TransferConfig,
+    _point_models,
+    _seeded_random_encoder,
     pretrain_argv,
     results_table,
     summary,
     verdict,
 )
 from bertlab.modeling import BertModel
+from bertlab.tokenization import Tokenizer
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 
@@ -147,6 +150,7 @@ def test_a_constant_prediction_counts_as_no_correlation() -> None:
         (["--seeds", "1,1"], "seeds must be distinct"),
         (["--seeds", "a"], "--seeds must be numbers"),
         (["--pretrain-learning-rate", "0"], "pre-training learning rate must be positive"),
+        (["--finetune-dropout", "1"], "fine-tuning dropout must be in [0, 1)"),
     ],
 )
 def test_bad_arguments_end_in_one_line(tmp_path, capsys, extra, message) -> None:
@@ -201,3 +205,25 @@ def test_a_pretraining_run_of_another_shape_is_refused(tmp_path, capsys) -> None
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds a model of 2 layers of 128, not mini" in err[0]
     assert sorted(p.name for p in out.iterdir()) == ["pretrain"]  # nothing fine-tuned
+
+
+def test_finetune_dropout_reaches_every_model_and_leaves_the_pretrained_one(tmp_path) -> None:
+    final = tmp_path / "out" / "pretrain" / "final"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]
+    BertModel(BertConfig.from_preset("tiny", vocab_size=len(vocab))).save_pretrained(final)
+    Tokenizer.from_pretrained(_vocab_file(tmp_path, vocab)).save_pretrained(final)
+    config = TransferConfig(tmp_path, tmp_path / "out", points=(), finetune_dropout=0.0)
+    models = _point_models(config, final.parent, say=lambda line: None)
+    random_encoder = _seeded_random_encoder(models[0], 1, "sinusoidal", config.finetune_dropout)
+    for directory in (models[60.0], random_encoder):
+        found = BertConfig.from_json_file(directory / "config.json")
+        assert found.hidden_dropout_prob == found.attention_probs_dropout_prob == 0.0
+    # The pre-training run itself keeps BERT's dropout for other uses of it.
+    assert models[60.0] != final
+    assert BertConfig.from_json_file(final / "config.json").hidden_dropout_prob == 0.1
+
+
+def _vocab_file(directory: Path, pieces: list[str]) -> Path:
+    path = directory / "vocab.txt"
+    path.write_text("\n".join(pieces) + "\n", encoding="utf-8")
+    return path
