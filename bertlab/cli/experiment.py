@@ -9,7 +9,12 @@ from bertlab.cli.pretrain import parse_duration
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.budget import BudgetRecipe
+    from bertlab.budget import (
+        LARGER_MODEL,
+        LARGER_MODEL_LEARNING_RATE,
+        LARGER_MODEL_MINUTES,
+        BudgetRecipe,
+    )
     from bertlab.config import PRESETS
     from bertlab.experiment import TASKS, TransferConfig
 
@@ -72,13 +77,15 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "--model-size",
         choices=list(PRESETS),
         help="encoder shape to pre-train and to train from scratch (default: the budget "
-        f"recipe's, {BudgetRecipe.model_size})",
+        f"recipe's: {LARGER_MODEL} from a budget of {LARGER_MODEL_MINUTES:g} min, "
+        f"{BudgetRecipe.model_size} below)",
     )
     add(
         "--pretrain-learning-rate",
         type=float,
         help="peak pre-training learning rate (default: the budget recipe's, "
-        f"{BudgetRecipe.learning_rate:g})",
+        f"{LARGER_MODEL_LEARNING_RATE:g} for {LARGER_MODEL}, {BudgetRecipe.learning_rate:g} for "
+        f"{BudgetRecipe.model_size})",
     )
     add(
         "--tokenizer",

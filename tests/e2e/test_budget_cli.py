@@ -22,7 +22,7 @@ def _parse(*argv: str):
 
 
 def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
-    recipe = BudgetRecipe()
+    recipe = budget_recipe(3600)
     args = _parse("--budget", "1h", "--max-seq-length", "64")
     assert _fill_defaults(args) == recipe
     assert args.max_time == 3600
@@ -30,9 +30,24 @@ def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
     assert (args.objective, args.mlm_probability) == (recipe.objective, recipe.mlm_probability)
     assert (args.learning_rate, args.schedule) == (recipe.learning_rate, recipe.schedule)
     assert (args.batch_size, args.pretrain_dropout) == (recipe.batch_size, recipe.dropout)
-    assert args.model_size == recipe.model_size == "tiny"  # the recipe's own shape
+    assert args.model_size == recipe.model_size == "mini"  # the recipe's own shape for an hour
     assert args.position_init == recipe.position_init == "sinusoidal"
     assert _parse("--budget", "1h", "--position-init", "normal").position_init == "normal"
+    args = _parse("--budget", "1h", "--model-size", "tiny", "--learning-rate", "2e-3")
+    _fill_defaults(args)
+    assert (args.model_size, args.learning_rate) == ("tiny", 2e-3)
+
+
+def test_the_shape_and_its_peak_rate_follow_the_budget() -> None:
+    """BERT-Tiny below half an hour, BERT-mini from there on (docs/budget.md §3.6)."""
+    for seconds in (60, 10 * 60, 30 * 60 - 1):
+        recipe = budget_recipe(seconds)
+        assert (recipe.model_size, recipe.learning_rate) == ("tiny", 2e-3)
+    for seconds in (30 * 60, 60 * 60, 8 * 3600):
+        recipe = budget_recipe(seconds)
+        assert (recipe.model_size, recipe.learning_rate) == ("mini", 1e-3)
+    # Everything else is the same recipe.
+    assert budget_recipe(3600) == BudgetRecipe(model_size="mini", learning_rate=1e-3)
 
 
 def test_without_budget_the_configs_defaults_apply() -> None:
@@ -90,7 +105,7 @@ def test_budget_alone_trains_a_vocabulary_and_a_small_model(pretrain_files, tmp_
     assert "budget recipe for 0.05 min" in printed
     tokenizer = Tokenizer.from_pretrained(out / "tokenizer")
     config = json.loads((out / "final" / "config.json").read_text())
-    recipe = BudgetRecipe()
+    recipe = budget_recipe(3)
     assert config["vocab_size"] == tokenizer.vocab_size
     layers, hidden, _ = PRESETS[recipe.model_size]
     assert (config["num_hidden_layers"], config["hidden_size"]) == (layers, hidden) == (2, 128)
