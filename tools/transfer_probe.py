@@ -1,0 +1,140 @@
+"""Fine-tune one task of `bertlab experiment transfer` with one setting changed, for both models.
+
+Uses the experiment's own splits, seeds and fine-tuning function (its private helpers, on
+purpose: a probe must differ from the experiment only in the setting it changes), on a finished
+pre-training run. Prints the test score of every seed, then median (min–max) per model.
+
+    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag base
+    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag ep30 \\
+        --epochs 30
+    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag segment \\
+        --model pretrained --copy-segment-a
+
+Runs land in runs/probes/TAG (a run already there is reused, so a tag is one setting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+
+from bertlab import experiment as ex
+from bertlab.budget import FINETUNE_DROPOUT
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pretrain", required=True, help="a `bertlab pretrain --out` directory")
+    parser.add_argument("--task", required=True, help="a task name of the experiment")
+    parser.add_argument("--tag", required=True, help="the probe's name: runs/probes/TAG")
+    parser.add_argument("--model", default="scratch,pretrained", help="scratch, pretrained or both")
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--lang", default="en")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--learning-rate", type=float, default=ex.FINETUNE_LEARNING_RATE)
+    parser.add_argument("--epochs", type=int, help="default: the experiment's for the task")
+    parser.add_argument("--dropout", type=float, default=FINETUNE_DROPOUT)
+    parser.add_argument(
+        "--reinit-top",
+        type=int,
+        default=0,
+        help="re-initialize the pre-trained model's top K "
+        "layers and its pooler before fine-tuning (Zhang et al. 2021)",
+    )
+    parser.add_argument(
+        "--copy-segment-a",
+        action="store_true",
+        help="start the pre-trained model's segment-B "
+        "embedding as its segment-A one (packed MLM pre-training never trains segment B)",
+    )
+    return parser.parse_args()
+
+
+def _edited_copy(model_dir: Path, suffix: str, edit) -> Path:
+    """A copy of a model directory with `edit(model)` applied to its weights."""
+    import torch
+
+    from bertlab.modeling import BertModel
+    from bertlab.tokenization import Tokenizer
+
+    target = model_dir.with_name(f"{model_dir.name}-{suffix}")
+    if not (target / "model.safetensors").is_file():
+        model = BertModel.from_pretrained(model_dir)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            edit(model)
+        model.save_pretrained(target)
+        Tokenizer.from_pretrained(model_dir).save_pretrained(target)
+    return target
+
+
+def _reinit_top(count: int):
+    def edit(model) -> None:
+        for layer in model.encoder.layer[-count:]:
+            layer.apply(model._init_weights)
+        model.pooler.apply(model._init_weights)
+
+    return edit
+
+
+def _copy_segment_a(model) -> None:
+    weight = model.embeddings.token_type_embeddings.weight  # (type_vocab_size, H)
+    weight[1] = weight[0]
+
+
+def main() -> None:
+    args = _parse()
+    pretrain = Path(args.pretrain)
+    out = Path("runs/probes") / args.tag
+    config = ex.TransferConfig(
+        data_dir=Path(args.data),
+        out=out,
+        lang=args.lang,
+        learning_rate=args.learning_rate,
+        finetune_dropout=args.dropout,
+        points=(),
+    )
+    spec = next((t for t in ex.TASKS[args.lang] if t.name == args.task), None)
+    if spec is None:
+        raise SystemExit(f"transfer_probe: unknown task {args.task!r}")
+    if args.epochs:
+        spec = dataclasses.replace(spec, epochs=args.epochs)
+    task, data, test = ex._task_splits(config, spec)
+    points = out / "points"
+    for which in args.model.split(","):
+        if which == "scratch":
+            model_dir = ex._scratch_model(pretrain / "final", points)
+        else:
+            final = pretrain / "final"
+            model_dir = ex._fine_tunable_copy(final, final, points / which, args.dropout)
+            if args.reinit_top:
+                model_dir = _edited_copy(
+                    model_dir, f"reinit{args.reinit_top}", _reinit_top(args.reinit_top)
+                )
+            if args.copy_segment_a:
+                model_dir = _edited_copy(model_dir, "segment-a", _copy_segment_a)
+        values, dev_values = [], []
+        started = time.perf_counter()
+        for seed in map(int, args.seeds.split(",")):
+            run_dir = out / "finetune" / spec.name / which / f"seed-{seed}"
+            metrics = ex._finetune_and_test(
+                config, spec, task, data, test, model_dir, seed, run_dir, False
+            )
+            dev = json.loads((run_dir / "result.json").read_text())["dev"][task.primary_metric]
+            values.append(metrics[task.primary_metric])
+            dev_values.append(dev)
+            print(f"  {which} seed {seed}: test {values[-1]:.4f}, dev {dev:.4f}", flush=True)
+        print(
+            f"{args.tag} {spec.name} {which}: test {task.primary_metric} {ex.summary(values)}, "
+            f"dev median {statistics.median(dev_values):.3f} "
+            f"({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
