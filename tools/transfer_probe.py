@@ -9,6 +9,8 @@ pre-training run. Prints the test score of every seed, then median (min–max) p
         --epochs 30
     python tools/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag segment \\
         --model pretrained --copy-segment-a
+    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag overlap \\
+        --word-overlap
 
 Runs land in runs/probes/TAG (a run already there is reused, so a tag is one setting).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -50,6 +53,13 @@ def _parse() -> argparse.Namespace:
         action="store_true",
         help="start the pre-trained model's segment-B "
         "embedding as its segment-A one (packed MLM pre-training never trains segment B)",
+    )
+    parser.add_argument(
+        "--word-overlap",
+        action="store_true",
+        help="fine-tune nothing; print the test score of a "
+        "baseline that reads only the Jaccard overlap of the two sentences' lowercased words "
+        "(Spearman for a regression task)",
     )
     return parser.parse_args()
 
@@ -86,6 +96,20 @@ def _copy_segment_a(model) -> None:
     weight[1] = weight[0]
 
 
+def _word_overlap(test: list) -> float:
+    """Spearman correlation between the gold scores and each pair's word overlap (Jaccard)."""
+    from scipy.stats import spearmanr
+
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"\w+", text.lower()))
+
+    overlaps = []
+    for example in test:
+        a, b = words(example.text_a), words(example.text_b or "")
+        overlaps.append(len(a & b) / max(len(a | b), 1))
+    return float(spearmanr(overlaps, [float(example.label) for example in test]).statistic)
+
+
 def main() -> None:
     args = _parse()
     pretrain = Path(args.pretrain)
@@ -104,6 +128,11 @@ def main() -> None:
     if args.epochs:
         spec = dataclasses.replace(spec, epochs=args.epochs)
     task, data, test = ex._task_splits(config, spec)
+    if args.word_overlap:
+        if test[0].text_b is None or not isinstance(test[0].label, float):
+            raise SystemExit("transfer_probe: --word-overlap needs a sentence-pair regression task")
+        print(f"{spec.name}: word overlap, test Spearman {_word_overlap(test):.3f}")
+        return
     points = out / "points"
     for which in args.model.split(","):
         if which == "scratch":
