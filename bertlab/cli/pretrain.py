@@ -91,8 +91,9 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     budget.add_argument(
         "--budget",
         type=parse_duration,
-        help="training time with the budget recipe (docs/budget.md): a small model, a vocabulary "
-        "trained on the corpus, MLM at 20%%, one-cycle; any flag given explicitly still wins",
+        help="training time with the budget recipe (docs/budget.md): BERT-mini from 30 min "
+        "(BERT-Tiny below), a vocabulary trained on the corpus, packed MLM at 20%%, one-cycle; "
+        "any flag given explicitly still wins",
     )
     add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
     add("--warmup", type=float, help=f"warmup share of the run (default: {train.warmup_fraction})")
