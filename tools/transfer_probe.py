@@ -98,7 +98,7 @@ def _copy_segment_a(model) -> None:
 
 def _word_overlap(test: list) -> float:
     """Spearman correlation between the gold scores and each pair's word overlap (Jaccard)."""
-    from scipy.stats import spearmanr
+    from bertlab.metrics import pearson_spearman
 
     def words(text: str) -> set[str]:
         return set(re.findall(r"\w+", text.lower()))
@@ -107,7 +107,7 @@ def _word_overlap(test: list) -> float:
     for example in test:
         a, b = words(example.text_a), words(example.text_b or "")
         overlaps.append(len(a & b) / max(len(a | b), 1))
-    return float(spearmanr(overlaps, [float(example.label) for example in test]).statistic)
+    return pearson_spearman(overlaps, [float(example.label) for example in test])["spearman"]
 
 
 def main() -> None:

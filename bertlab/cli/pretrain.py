@@ -12,7 +12,14 @@ import os
 import re
 from pathlib import Path
 
-from bertlab.budget import POSITION_INITS, init_positions, restore_finetune_dropout
+from bertlab.budget import (
+    LARGER_MODEL,
+    LARGER_MODEL_MINUTES,
+    POSITION_INITS,
+    BudgetRecipe,
+    init_positions,
+    restore_finetune_dropout,
+)
 from bertlab.cli.common import CommandError
 
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
@@ -91,9 +98,10 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     budget.add_argument(
         "--budget",
         type=parse_duration,
-        help="training time with the budget recipe (docs/budget.md): BERT-mini from 30 min "
-        "(BERT-Tiny below), a vocabulary trained on the corpus, packed MLM at 20%%, one-cycle; "
-        "any flag given explicitly still wins",
+        help="training time with the budget recipe (docs/budget.md): model size "
+        f"{LARGER_MODEL} from {LARGER_MODEL_MINUTES:g} min ({BudgetRecipe.model_size} below), "
+        "a vocabulary trained on the corpus, packed MLM at 20%%, one-cycle; any flag given "
+        "explicitly still wins",
     )
     add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
     add("--warmup", type=float, help=f"warmup share of the run (default: {train.warmup_fraction})")
