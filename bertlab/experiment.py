@@ -21,7 +21,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from bertlab.budget import (
     restore_finetune_dropout,
 )
 from bertlab.config import FinetuneConfig, TaskDataConfig
+from bertlab.data.tasks import TaggedSentence
 from bertlab.training.finetune import (
     DATA_SPLIT_SEED,
     ModelSource,
@@ -56,6 +57,8 @@ MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
 FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md
 FINETUNE_BATCH_SIZE = 32
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
+TASK_TEXT_FILE = "task_text.txt"  # with --task-text: the tasks' unlabeled training text
+TASK_TEXT_GROUP = 16  # examples per document of the task text
 EVAL_EVERY_STEPS = 250  # held-out MLM evaluations: a learning curve of a few dozen points
 POINT_TOLERANCE = 0.2  # a point's checkpoint must lie within 20% of the minutes asked for
 
@@ -118,6 +121,8 @@ class TransferConfig:
     pretrain_learning_rate: float | None = None  # the peak; None: the recipe's
     tokenizer: Path | None = None  # vocab.txt or tokenizer directory; None: trained on the corpus
     finetune_dropout: float = FINETUNE_DROPOUT  # every model's, pre-trained and from scratch
+    # > 0: the text of the tasks' training parts joins the corpus this many times (`task_text`)
+    task_text_repeats: int = 0
 
     def __post_init__(self) -> None:
         from bertlab.config import PRESETS
@@ -135,6 +140,8 @@ class TransferConfig:
             raise ValueError(
                 f"the fine-tuning dropout must be in [0, 1), got {self.finetune_dropout}"
             )
+        if self.task_text_repeats < 0:
+            raise ValueError(f"--task-text must be 0 or more, got {self.task_text_repeats}")
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
         if any(not 0 < p < self.budget_minutes for p in self.points):
@@ -149,9 +156,20 @@ class TransferConfig:
     def selected_tasks(self) -> tuple[TransferTask, ...]:
         return tuple(t for t in TASKS[self.lang] if self.tasks is None or t.name in self.tasks)
 
-    def corpus_files(self) -> list[Path]:
+    def user_corpus_files(self) -> list[Path]:
+        """--corpus, else the language's corpora under the data directory."""
         names = self.corpus or tuple(str(self.data_dir / f) for f in CORPORA[self.lang])
         return [Path(name) for name in names]
+
+    def corpus_files(self) -> list[Path]:
+        """What is pre-trained on: OUT/task_text.txt with --task-text, then the user's corpus.
+
+        The task text comes first because pre-training holds out the corpus's last documents:
+        they stay the user's text, never seen in training, rather than task text that other
+        repeats hold.
+        """
+        first = [self.out / TASK_TEXT_FILE] if self.task_text_repeats else []
+        return first + self.user_corpus_files()
 
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
@@ -175,7 +193,7 @@ def run_transfer(
     started = time.perf_counter()
 
     say(f"== pre-training with the budget recipe, {config.budget_minutes:g} min")
-    pretrain_dir = _pretrain(config, show_progress)
+    pretrain_dir = _pretrain(config, show_progress, say)
     models = _point_models(config, pretrain_dir, say)
     timings = {"pre-training": time.perf_counter() - started}
 
@@ -226,7 +244,7 @@ def _write_results(out: Path, results: dict[str, Any]) -> None:
 
 
 def _check_inputs(config: TransferConfig, tasks: Sequence[TransferTask]) -> None:
-    missing = [str(p) for p in config.corpus_files() if not p.is_file()]
+    missing = [str(p) for p in config.user_corpus_files() if not p.is_file()]
     missing += [
         str(config.data_dir / t.path) for t in tasks if not (config.data_dir / t.path).is_file()
     ]
@@ -255,6 +273,10 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
         "finetune_batch_size": FINETUNE_BATCH_SIZE,
         "finetune_dropout": config.finetune_dropout,
     }
+    if config.task_text_repeats:  # absent otherwise, so that earlier experiments still continue
+        settings["task_text_repeats"] = config.task_text_repeats
+        # The corpus holds these tasks' text: adding a task later would change it.
+        settings["task_text_tasks"] = [spec.name for spec in config.selected_tasks()]
     return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
 
 
@@ -289,7 +311,7 @@ def _point_name(minutes: float) -> str:
 # --- pre-training and its points ------------------------------------------------------------------
 
 
-def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
+def _pretrain(config: TransferConfig, show_progress: bool, say: Callable[[str], None]) -> Path:
     """`bertlab pretrain --budget` into OUT/pretrain (continued if interrupted, skipped if done)."""
     from bertlab.cli import build_parser
     from bertlab.training.checkpointing import latest_checkpoint
@@ -305,6 +327,12 @@ def _pretrain(config: TransferConfig, show_progress: bool) -> Path:
         _check_shape(config, checkpoint)
         argv.append("--resume")
     _check_settings(config.out, experiment_settings(config))
+    if config.task_text_repeats:  # after the settings check: never overwrite another run's
+        path, counts = write_task_text(config)
+        say(
+            f"   task text: {', '.join(f'{name} {n:,}' for name, n in counts.items())} training "
+            f"examples, x {config.task_text_repeats}, in {path}"
+        )
     if not show_progress:
         argv.append("--no-progress")
     args = build_parser().parse_args(argv)
@@ -449,6 +477,60 @@ def _task_splits(config: TransferConfig, spec: TransferTask):
     if spec.max_train_examples is not None and spec.max_train_examples < len(train):
         train = random.Random(DATA_SPLIT_SEED).sample(train, spec.max_train_examples)
     return task, TaskData(train, dev, label_names), test
+
+
+def task_text(config: TransferConfig) -> dict[str, list[list[str]]]:
+    """The unlabeled text of the chosen tasks' training parts, as lines per example, by task.
+
+    Only the part the models are fine-tuned on, never a dev or test example. A task that
+    fine-tunes on a subsample (sst2-1k) gives its whole training part: the text of the examples
+    whose labels it does not see, as in semi-supervised learning. Tasks that share a training file
+    give it once. SST-2 gives its whole sentences only, not their phrases; a sentence pair gives
+    two lines; a tagged sentence gives its tokens, joined with spaces (no separator in Chinese).
+    """
+    joiner = "" if config.lang == "zh" else " "
+    texts: dict[str, list[list[str]]] = {}
+    paths = set()
+    for spec in config.selected_tasks():
+        if spec.path in paths:
+            continue
+        paths.add(spec.path)
+        _, data, _ = _task_splits(config, replace(spec, max_train_examples=None))
+        examples = data.train
+        if spec.split_by_sentence:
+            roots = phrase_roots([example.text_a for example in examples])
+            examples = [example for i, example in enumerate(examples) if roots[i] == i]
+        lines = []
+        for example in examples:
+            if isinstance(example, TaggedSentence):
+                lines.append([joiner.join(example.tokens)])
+            else:
+                lines.append([t for t in (example.text_a, example.text_b) if t and t.strip()])
+        texts[spec.name] = lines
+    return texts
+
+
+def write_task_text(config: TransferConfig) -> tuple[Path, dict[str, int]]:
+    """OUT/task_text.txt: `task_text`, repeated --task-text times, in corpus format.
+
+    Each repeat shuffles every task's examples anew and groups them by TASK_TEXT_GROUP into
+    documents (one line per sentence, a blank line between documents). The same config writes
+    the same bytes, so a continued run finds its tokenized corpus again.
+    """
+    texts = task_text(config)
+    documents = []
+    for repeat in range(config.task_text_repeats):
+        for name, lines in texts.items():
+            order = list(range(len(lines)))
+            random.Random(f"task-text:{name}:{repeat}").shuffle(order)
+            for start in range(0, len(order), TASK_TEXT_GROUP):
+                group = order[start : start + TASK_TEXT_GROUP]
+                documents.append("\n".join(line for i in group for line in lines[i]))
+    path = config.out / TASK_TEXT_FILE
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    staging.replace(path)
+    return path, {name: len(lines) for name, lines in texts.items()}
 
 
 def phrase_roots(texts: Sequence[str]) -> list[int]:

@@ -93,6 +93,15 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "OUT/pretrain/final (default: a WordPiece vocabulary trained on the corpus, which can "
         "differ slightly from one run to the next)",
     )
+    add(
+        "--task-text",
+        type=int,
+        default=defaults.task_text_repeats,
+        metavar="REPEATS",
+        help="add the unlabeled text of the tasks' training parts (never a dev or test "
+        "example) to the pre-training corpus, REPEATS times, as OUT/task_text.txt: "
+        "task-adaptive pre-training, docs/budget.md §3.9 (default: %(default)s, the corpus only)",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
 
@@ -123,6 +132,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         model_size=args.model_size,
         pretrain_learning_rate=args.pretrain_learning_rate,
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+        task_text_repeats=args.task_text,
     )
     run_transfer(config, show_progress=not args.no_progress)
     return 0

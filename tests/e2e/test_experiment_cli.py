@@ -6,6 +6,8 @@ import gzip
 import json
 import math
 import random
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,14 +17,20 @@ from safetensors.torch import load_file
 from bertlab.cli import build_parser, main
 from bertlab.config import BertConfig
 from bertlab.experiment import (
+    TASK_TEXT_GROUP,
+    TASKS,
     TEST_FILE,
     TransferConfig,
     _point_models,
     _seeded_random_encoder,
+    _task_splits,
+    experiment_settings,
+    phrase_roots,
     pretrain_argv,
     results_table,
     summary,
     verdict,
+    write_task_text,
 )
 from bertlab.modeling import BertModel
 from bertlab.tokenization import Tokenizer
@@ -151,6 +159,7 @@ def test_a_constant_prediction_counts_as_no_correlation() -> None:
         (["--seeds", "a"], "--seeds must be numbers"),
         (["--pretrain-learning-rate", "0"], "pre-training learning rate must be positive"),
         (["--finetune-dropout", "1"], "fine-tuning dropout must be in [0, 1)"),
+        (["--task-text", "-1"], "--task-text must be 0 or more"),
     ],
 )
 def test_bad_arguments_end_in_one_line(tmp_path, capsys, extra, message) -> None:
@@ -169,6 +178,60 @@ def test_missing_data_is_named_before_anything_runs(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "missing input file(s)" in err and "SST-2/train.tsv" in err
     assert not out.exists()
+
+
+def test_task_text_holds_the_training_parts_and_nothing_held_out(tmp_path, monkeypatch) -> None:
+    # sst2-1k fine-tunes on 50 labels of this small SST-2 file.
+    few = tuple(
+        replace(s, max_train_examples=50) if s.name == "sst2-1k" else s for s in TASKS["en"]
+    )
+    monkeypatch.setitem(TASKS, "en", few)
+    data = _data_dir(tmp_path / "data")
+    out = tmp_path / "experiment"
+    out.mkdir()
+    config = TransferConfig(data, out, tasks=("sst2-1k", "stsb"), task_text_repeats=2)
+    path, counts = write_task_text(config)
+    text = path.read_text(encoding="utf-8")
+    documents = [document.splitlines() for document in text.strip("\n").split("\n\n")]
+    lines = Counter(line for document in documents for line in document)
+    specs = {spec.name: spec for spec in TASKS["en"]}
+    # SST-2: every whole sentence of the training part, the 50 labelled ones and the rest,
+    # twice; none of its phrases; no sentence of the dev or test split.
+    _, sst2, sst2_test = _task_splits(config, replace(specs["sst2-1k"], max_train_examples=None))
+    texts = [example.text_a for example in sst2.train]
+    sentences = Counter(
+        t for i, (t, root) in enumerate(zip(texts, phrase_roots(texts), strict=True)) if root == i
+    )
+    assert counts["sst2-1k"] == sum(sentences.values()) > 50
+    assert all(lines[sentence] == 2 * n for sentence, n in sentences.items())
+    phrases = set(texts) - set(sentences)
+    assert phrases and not phrases & set(lines)
+    # STS-B: each pair as two lines of one document, twice.
+    _, stsb, stsb_test = _task_splits(config, specs["stsb"])
+    pairs = Counter(
+        (document[i], document[i + 1]) for document in documents for i in range(len(document) - 1)
+    )
+    assert all(pairs[(e.text_a, e.text_b)] >= 2 for e in stsb.train)
+    assert counts["stsb"] == len(stsb.train)
+    training = set(texts) | {t for e in stsb.train for t in (e.text_a, e.text_b)}
+    held_out = [e.text_a for e in [*sst2.dev, *sst2_test]]
+    held_out += [t for e in [*stsb.dev, *stsb_test] for t in (e.text_a, e.text_b)]
+    assert held_out and not (set(held_out) - training) & set(lines)
+    assert sum(lines.values()) == 2 * (sum(sentences.values()) + 2 * len(stsb.train))
+    assert max(len(document) for document in documents) <= 2 * TASK_TEXT_GROUP
+    # The same settings write the same bytes, so a continued run finds its tokenized corpus.
+    write_task_text(config)
+    assert path.read_text(encoding="utf-8") == text
+    # The pre-training corpus starts with it (the held-out documents are the corpus's last), and
+    # the settings record it.
+    args = build_parser().parse_args(pretrain_argv(config, out / "pretrain"))
+    assert args.corpus[0] == str(path) and len(args.corpus) == 3
+    settings = experiment_settings(config)
+    assert (settings["task_text_repeats"], settings["task_text_tasks"]) == (2, ["sst2-1k", "stsb"])
+    # Without it, the settings are those of earlier experiments, which still continue.
+    assert not {"task_text_repeats", "task_text_tasks"} & set(
+        experiment_settings(TransferConfig(data, out))
+    )
 
 
 def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> None:
