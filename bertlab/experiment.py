@@ -41,6 +41,7 @@ from bertlab.training.finetune import (
     finetune_task,
     holdout_split,
 )
+from bertlab.training.task_inference import write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -527,9 +528,7 @@ def write_task_text(config: TransferConfig) -> tuple[Path, dict[str, int]]:
                 group = order[start : start + TASK_TEXT_GROUP]
                 documents.append("\n".join(line for i in group for line in lines[i]))
     path = config.out / TASK_TEXT_FILE
-    staging = path.with_name(path.name + ".tmp")
-    staging.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
-    staging.replace(path)
+    write_atomically(path, "\n\n".join(documents) + "\n")
     return path, {name: len(lines) for name, lines in texts.items()}
 
 
