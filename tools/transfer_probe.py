@@ -34,7 +34,12 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--pretrain", required=True, help="a `bertlab pretrain --out` directory")
     parser.add_argument("--task", required=True, help="a task name of the experiment")
     parser.add_argument("--tag", required=True, help="the probe's name: runs/probes/TAG")
-    parser.add_argument("--model", default="scratch,pretrained", help="scratch, pretrained or both")
+    parser.add_argument(
+        "--model",
+        default="scratch,pretrained",
+        help="which models to fine-tune, comma-separated: scratch, pretrained "
+        "(default: scratch,pretrained)",
+    )
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--lang", default="en")
     parser.add_argument("--seeds", default="1,2,3")
@@ -112,6 +117,12 @@ def _word_overlap(test: list) -> float:
 
 def main() -> None:
     args = _parse()
+    models = args.model.split(",")
+    unknown = sorted(set(models) - {"scratch", "pretrained"})
+    if unknown:
+        raise SystemExit(
+            f"transfer_probe: unknown --model {', '.join(unknown)}; choose scratch, pretrained"
+        )
     pretrain = Path(args.pretrain)
     out = Path("runs/probes") / args.tag
     config = ex.TransferConfig(
@@ -134,7 +145,7 @@ def main() -> None:
         print(f"{spec.name}: word overlap, test Spearman {_word_overlap(test):.3f}")
         return
     points = out / "points"
-    for which in args.model.split(","):
+    for which in models:
         if which == "scratch":
             model_dir = ex._scratch_model(pretrain / "final", points)
         else:
