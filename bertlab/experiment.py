@@ -59,7 +59,8 @@ FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md
 FINETUNE_BATCH_SIZE = 32
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
 TASK_TEXT_FILE = "task_text.txt"  # with --task-text: the tasks' unlabeled training text
-TASK_TEXT_GROUP = 16  # examples per document of the task text
+TASK_TEXT_GROUP = 16  # examples per document of the task text (1 with next-sentence prediction)
+PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp")  # what --pretrain-objective may choose
 EVAL_EVERY_STEPS = 250  # held-out MLM evaluations: a learning curve of a few dozen points
 POINT_TOLERANCE = 0.2  # a point's checkpoint must lie within 20% of the minutes asked for
 
@@ -124,6 +125,7 @@ class TransferConfig:
     finetune_dropout: float = FINETUNE_DROPOUT  # every model's, pre-trained and from scratch
     # > 0: the text of the tasks' training parts joins the corpus this many times (`task_text`)
     task_text_repeats: int = 0
+    pretrain_objective: str | None = None  # PRETRAIN_OBJECTIVES; None: the recipe's
 
     def __post_init__(self) -> None:
         from bertlab.config import PRESETS
@@ -143,6 +145,11 @@ class TransferConfig:
             )
         if self.task_text_repeats < 0:
             raise ValueError(f"--task-text must be 0 or more, got {self.task_text_repeats}")
+        if self.pretrain_objective not in (None, *PRETRAIN_OBJECTIVES):
+            raise ValueError(
+                f"unknown pre-training objective {self.pretrain_objective!r}; "
+                f"choose one of {', '.join(PRETRAIN_OBJECTIVES)}"
+            )
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
         if any(not 0 < p < self.budget_minutes for p in self.points):
@@ -171,6 +178,10 @@ class TransferConfig:
         """
         first = [self.out / TASK_TEXT_FILE] if self.task_text_repeats else []
         return first + self.user_corpus_files()
+
+    def objective(self) -> str:
+        """The pre-training objective: --pretrain-objective, else the budget recipe's."""
+        return self.pretrain_objective or budget_recipe(self.budget_minutes * 60).objective
 
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
@@ -278,6 +289,8 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
         settings["task_text_repeats"] = config.task_text_repeats
         # The corpus holds these tasks' text: adding a task later would change it.
         settings["task_text_tasks"] = [spec.name for spec in config.selected_tasks()]
+    if config.pretrain_objective:  # likewise
+        settings["pretrain_objective"] = config.pretrain_objective
     return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
 
 
@@ -368,6 +381,8 @@ def pretrain_argv(config: TransferConfig, run_dir: Path) -> list[str]:
         argv += ["--learning-rate", f"{config.pretrain_learning_rate:g}"]
     if config.tokenizer is not None:
         argv += ["--tokenizer", str(config.tokenizer)]
+    if config.pretrain_objective is not None:
+        argv += ["--objective", config.pretrain_objective]
     return argv
 
 
@@ -515,17 +530,20 @@ def write_task_text(config: TransferConfig) -> tuple[Path, dict[str, int]]:
     """OUT/task_text.txt: `task_text`, repeated --task-text times, in corpus format.
 
     Each repeat shuffles every task's examples anew and groups them by TASK_TEXT_GROUP into
-    documents (one line per sentence, a blank line between documents). The same config writes
-    the same bytes, so a continued run finds its tokenized corpus again.
+    documents (one line per sentence, a blank line between documents). With next-sentence
+    prediction every example is a document of its own instead, so that a pair's two sentences
+    are the A and B of one instance, and B is never the unrelated example shuffled next to it.
+    The same config writes the same bytes, so a continued run finds its tokenized corpus again.
     """
     texts = task_text(config)
+    per_document = 1 if config.objective() == "mlm+nsp" else TASK_TEXT_GROUP
     documents = []
     for repeat in range(config.task_text_repeats):
         for name, lines in texts.items():
             order = list(range(len(lines)))
             random.Random(f"task-text:{name}:{repeat}").shuffle(order)
-            for start in range(0, len(order), TASK_TEXT_GROUP):
-                group = order[start : start + TASK_TEXT_GROUP]
+            for start in range(0, len(order), per_document):
+                group = order[start : start + per_document]
                 documents.append("\n".join(line for i in group for line in lines[i]))
     path = config.out / TASK_TEXT_FILE
     write_atomically(path, "\n\n".join(documents) + "\n")
@@ -687,6 +705,7 @@ def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, 
             "model_size": config.shape(),
             "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
             "tokenizer": str(config.tokenizer) if config.tokenizer else "trained on the corpus",
+            "pretrain_objective": config.objective(),
             "test_fraction": TEST_FRACTION,
             "dev_fraction": DEV_FRACTION,
             "recipe": recipe.to_json(),

@@ -16,7 +16,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         BudgetRecipe,
     )
     from bertlab.config import PRESETS
-    from bertlab.experiment import TASKS, TransferConfig
+    from bertlab.experiment import PRETRAIN_OBJECTIVES, TASKS, TransferConfig
 
     parser = subparsers.add_parser("experiment", help="experiments that measure the recipes")
     commands = parser.add_subparsers(title="experiments", metavar="EXPERIMENT", required=True)
@@ -102,6 +102,13 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "example) to the pre-training corpus, REPEATS times, as OUT/task_text.txt: "
         "task-adaptive pre-training, docs/budget.md §3.9 (default: %(default)s, the corpus only)",
     )
+    add(
+        "--pretrain-objective",
+        choices=PRETRAIN_OBJECTIVES,
+        help=f"pre-training objective (default: the budget recipe's, {BudgetRecipe.objective}); "
+        "with mlm+nsp each task-text example is a document of its own, so a pair's sentences "
+        "are an instance's A and B (docs/budget.md §3.12)",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
 
@@ -133,6 +140,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         pretrain_learning_rate=args.pretrain_learning_rate,
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
         task_text_repeats=args.task_text,
+        pretrain_objective=args.pretrain_objective,
     )
     run_transfer(config, show_progress=not args.no_progress)
     return 0

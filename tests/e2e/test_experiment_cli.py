@@ -234,6 +234,38 @@ def test_task_text_holds_the_training_parts_and_nothing_held_out(tmp_path, monke
     )
 
 
+def test_with_next_sentence_prediction_each_task_example_is_a_document(tmp_path) -> None:
+    data = _data_dir(tmp_path / "data")
+    out = tmp_path / "experiment"
+    out.mkdir()
+    config = TransferConfig(
+        data, out, tasks=("sst2", "stsb"), task_text_repeats=2, pretrain_objective="mlm+nsp"
+    )
+    path, counts = write_task_text(config)
+    documents = [d.splitlines() for d in path.read_text(encoding="utf-8").strip("\n").split("\n\n")]
+    # A pair is a document of its own, its two sentences in order: NSP's A and its real B.
+    _, stsb, _ = _task_splits(config, next(s for s in TASKS["en"] if s.name == "stsb"))
+    pairs = Counter(tuple(document) for document in documents if len(document) == 2)
+    assert pairs == Counter({(e.text_a, e.text_b): 2 for e in stsb.train})
+    # An SST-2 sentence is a document of one line, never grouped with unrelated sentences.
+    singles = [document for document in documents if len(document) == 1]
+    assert len(singles) == 2 * counts["sst2"] and len(documents) == 2 * sum(counts.values())
+    # The pre-training command and the settings carry the objective.
+    args = build_parser().parse_args(pretrain_argv(config, out / "pretrain"))
+    assert args.objective == "mlm+nsp"
+    assert experiment_settings(config)["pretrain_objective"] == "mlm+nsp"
+    # Left unset: the recipe's (MLM), the task text grouped, and the settings of earlier runs.
+    plain = replace(config, pretrain_objective=None)
+    assert plain.objective() == "mlm"
+    assert build_parser().parse_args(pretrain_argv(plain, out / "pretrain")).objective is None
+    assert "pretrain_objective" not in experiment_settings(plain)
+    write_task_text(plain)
+    grouped = path.read_text(encoding="utf-8").strip("\n").split("\n\n")
+    assert len(grouped) < len(documents)
+    with pytest.raises(ValueError, match="unknown pre-training objective 'clm'"):
+        replace(config, pretrain_objective="clm")
+
+
 def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> None:
     vocab = tmp_path / "vocab.txt"
     chosen = TransferConfig(
