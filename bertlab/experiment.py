@@ -126,6 +126,7 @@ class TransferConfig:
     # > 0: the text of the tasks' training parts joins the corpus this many times (`task_text`)
     task_text_repeats: int = 0
     pretrain_objective: str | None = None  # PRETRAIN_OBJECTIVES; None: the recipe's
+    pretrain_mlm_probability: float | None = None  # share of tokens masked; None: the recipe's
 
     def __post_init__(self) -> None:
         from bertlab.config import PRESETS
@@ -149,6 +150,10 @@ class TransferConfig:
             raise ValueError(
                 f"unknown pre-training objective {self.pretrain_objective!r}; "
                 f"choose one of {', '.join(PRETRAIN_OBJECTIVES)}"
+            )
+        if self.pretrain_mlm_probability is not None and not 0 < self.pretrain_mlm_probability < 1:
+            raise ValueError(
+                f"the masking rate must be in (0, 1), got {self.pretrain_mlm_probability}"
             )
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
@@ -182,6 +187,11 @@ class TransferConfig:
     def objective(self) -> str:
         """The pre-training objective: --pretrain-objective, else the budget recipe's."""
         return self.pretrain_objective or budget_recipe(self.budget_minutes * 60).objective
+
+    def mlm_probability(self) -> float:
+        """The pre-training masking rate: --pretrain-mlm-probability, else the recipe's."""
+        recipe = budget_recipe(self.budget_minutes * 60)
+        return self.pretrain_mlm_probability or recipe.mlm_probability
 
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
@@ -291,6 +301,8 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
         settings["task_text_tasks"] = [spec.name for spec in config.selected_tasks()]
     if config.pretrain_objective:  # likewise
         settings["pretrain_objective"] = config.pretrain_objective
+    if config.pretrain_mlm_probability:  # likewise
+        settings["pretrain_mlm_probability"] = config.pretrain_mlm_probability
     return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
 
 
@@ -383,6 +395,8 @@ def pretrain_argv(config: TransferConfig, run_dir: Path) -> list[str]:
         argv += ["--tokenizer", str(config.tokenizer)]
     if config.pretrain_objective is not None:
         argv += ["--objective", config.pretrain_objective]
+    if config.pretrain_mlm_probability is not None:
+        argv += ["--mlm-probability", f"{config.pretrain_mlm_probability:g}"]
     return argv
 
 
@@ -706,6 +720,7 @@ def _results_base(config, tasks, pretrain_dir: Path, metric_names) -> dict[str, 
             "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
             "tokenizer": str(config.tokenizer) if config.tokenizer else "trained on the corpus",
             "pretrain_objective": config.objective(),
+            "pretrain_mlm_probability": config.mlm_probability(),
             "test_fraction": TEST_FRACTION,
             "dev_fraction": DEV_FRACTION,
             "recipe": recipe.to_json(),

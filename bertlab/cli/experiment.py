@@ -109,6 +109,13 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "with mlm+nsp each task-text example is a document of its own, so a pair's sentences "
         "are an instance's A and B (docs/budget.md §3.12)",
     )
+    add(
+        "--pretrain-mlm-probability",
+        type=float,
+        metavar="P",
+        help="share of tokens masked while pre-training (default: the budget recipe's, "
+        f"{BudgetRecipe.mlm_probability:g}; docs/budget.md §2.9)",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
 
@@ -141,6 +148,7 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
         task_text_repeats=args.task_text,
         pretrain_objective=args.pretrain_objective,
+        pretrain_mlm_probability=args.pretrain_mlm_probability,
     )
     run_transfer(config, show_progress=not args.no_progress)
     return 0

@@ -14,6 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bertlab.budget import budget_recipe
 from bertlab.cli import build_parser, main
 from bertlab.config import BertConfig
 from bertlab.experiment import (
@@ -277,6 +278,20 @@ def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> Non
     # Left unset, the budget recipe fills them (`bertlab pretrain --budget`).
     args = build_parser().parse_args(pretrain_argv(TransferConfig(tmp_path, tmp_path), tmp_path))
     assert (args.model_size, args.learning_rate, args.tokenizer) == (None, None, None)
+
+
+def test_the_masking_rate_reaches_pretraining_and_the_settings(tmp_path) -> None:
+    chosen = TransferConfig(tmp_path, tmp_path, pretrain_mlm_probability=0.4)
+    args = build_parser().parse_args(pretrain_argv(chosen, tmp_path / "pretrain"))
+    assert args.mlm_probability == 0.4 and chosen.mlm_probability() == 0.4
+    assert experiment_settings(chosen)["pretrain_mlm_probability"] == 0.4
+    # Left unset: the recipe's rate, and the settings of earlier experiments, which still continue.
+    plain = TransferConfig(tmp_path, tmp_path)
+    assert plain.mlm_probability() == budget_recipe(3600).mlm_probability
+    assert build_parser().parse_args(pretrain_argv(plain, tmp_path)).mlm_probability is None
+    assert "pretrain_mlm_probability" not in experiment_settings(plain)
+    with pytest.raises(ValueError, match=r"masking rate must be in \(0, 1\), got 1.5"):
+        TransferConfig(tmp_path, tmp_path, pretrain_mlm_probability=1.5)
 
 
 def test_a_missing_tokenizer_is_named_before_anything_runs(tmp_path, capsys) -> None:
