@@ -43,7 +43,7 @@ class BudgetRecipe:
     batch_size: int = 32
     objective: str = "mlm"
     pack_sequences: bool = True
-    mlm_probability: float = 0.2
+    mlm_probability: float = 0.4  # docs/budget.md §2.9
     learning_rate: float = 2e-3
     warmup_fraction: float = 0.1
     schedule: str = "one-cycle"
