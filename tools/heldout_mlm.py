@@ -26,7 +26,13 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenization import Tokenizer
-from bertlab.training.loop import EVAL_SEED_OFFSET, held_out_split
+from bertlab.training.loop import (  # the loop's own evaluation, on purpose
+    EVAL_SEED_OFFSET,
+    STATS,
+    _batch_stats,
+    _summary,
+    held_out_split,
+)
 
 
 def _parse() -> argparse.Namespace:
@@ -34,7 +40,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("runs", nargs="+", help="NAME=DIR, a `bertlab pretrain --out` directory")
     parser.add_argument("--corpus-cache", required=True, help="the runs' tokenized corpus")
     parser.add_argument("--mlm-probability", type=float, default=0.15)
-    parser.add_argument("--examples", type=int, default=2048, help="held-out sequences")
+    parser.add_argument("--examples", type=int, default=2048, help="held-out sequences, at most")
     parser.add_argument("--max-seq-length", type=int, default=128)
     return parser.parse_args()
 
@@ -73,15 +79,16 @@ def main() -> None:
         model = BertForPreTraining.from_pretrained(Path(directory) / "final").eval()
         if model.config.vocab_size != spec.vocab_size:
             raise SystemExit(f"heldout_mlm: {name} has another vocabulary than the corpus cache")
-        loss_sum, correct = 0.0, 0
+        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
         with torch.no_grad():
-            for batch in batches:
-                output = model(**batch)
-                labels = batch["labels"]
-                masked = labels != IGNORE_INDEX
-                loss_sum += float(output.mlm_loss) * int(masked.sum())
-                correct += int(((output.mlm_logits.argmax(dim=-1) == labels) & masked).sum())
-        print(f"{name}: held-out MLM loss {loss_sum / count:.3f}, accuracy {correct / count:.1%}")
+            for batch in batches:  # summed as the training loop's evaluation sums them
+                masked = int((batch["labels"] != IGNORE_INDEX).sum())
+                stats += _batch_stats(model(**batch), batch, masked)
+        values = _summary(stats)
+        print(
+            f"{name}: held-out MLM loss {values['mlm_loss']:.3f}, "
+            f"accuracy {values['mlm_accuracy']:.1%}"
+        )
 
 
 if __name__ == "__main__":

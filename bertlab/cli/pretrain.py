@@ -100,8 +100,8 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         type=parse_duration,
         help="training time with the budget recipe (docs/budget.md): model size "
         f"{LARGER_MODEL} from {LARGER_MODEL_MINUTES:g} min ({BudgetRecipe.model_size} below), "
-        "a vocabulary trained on the corpus, packed MLM at 40%%, one-cycle; any flag given "
-        "explicitly still wins",
+        f"a vocabulary trained on the corpus, packed MLM at {BudgetRecipe.mlm_probability:.0%}%, "
+        "one-cycle; any flag given explicitly still wins",
     )
     add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
     add("--warmup", type=float, help=f"warmup share of the run (default: {train.warmup_fraction})")
