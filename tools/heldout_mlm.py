@@ -26,13 +26,7 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenization import Tokenizer
-from bertlab.training.loop import (  # the loop's own evaluation, on purpose
-    EVAL_SEED_OFFSET,
-    STATS,
-    _batch_stats,
-    _summary,
-    held_out_split,
-)
+from bertlab.training.loop import EVAL_SEED_OFFSET, evaluate, held_out_split
 
 
 def _parse() -> argparse.Namespace:
@@ -79,12 +73,7 @@ def main() -> None:
         model = BertForPreTraining.from_pretrained(Path(directory) / "final").eval()
         if model.config.vocab_size != spec.vocab_size:
             raise SystemExit(f"heldout_mlm: {name} has another vocabulary than the corpus cache")
-        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
-        with torch.no_grad():
-            for batch in batches:  # summed as the training loop's evaluation sums them
-                masked = int((batch["labels"] != IGNORE_INDEX).sum())
-                stats += _batch_stats(model(**batch), batch, masked)
-        values = _summary(stats)
+        values = evaluate(model, batches, torch.device("cpu"), "fp32")  # as the loop does
         print(
             f"{name}: held-out MLM loss {values['mlm_loss']:.3f}, "
             f"accuracy {values['mlm_accuracy']:.1%}"

@@ -359,17 +359,10 @@ class _Run:
             train_model = torch.compile(train_model)
         return train_model
 
-    @torch.no_grad()
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
-        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
-        for batch in batches:
-            batch = {key: value.to(self.device) for key, value in batch.items()}
-            with autocast(self.device, self.precision):
-                output = self.model(**batch)
-            stats += _batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
+        values = evaluate(self.model, batches, self.device, self.precision)
         self.model.train()
-        values = _summary(stats)
         self.metrics.log("eval", self.progress.step, tokens=self.progress.tokens, **values)
         return values
 
@@ -476,6 +469,24 @@ def _all_reduce_sum(values: torch.Tensor, context: DistributedContext) -> torch.
     if context.is_distributed:
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    batches: list[dict[str, torch.Tensor]],
+    device: torch.device,
+    precision: str,
+) -> dict[str, float]:
+    """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
+    predictions. The caller puts the model in eval mode."""
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    for batch in batches:
+        batch = {key: value.to(device) for key, value in batch.items()}
+        with autocast(device, precision):
+            output = model(**batch)
+        stats += _batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
+    return _summary(stats)
 
 
 def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
