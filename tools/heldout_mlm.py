@@ -4,7 +4,8 @@
 masking rates are not comparable on its curves: more masking leaves less context and a harder
 task. This scores every run's final model on the same held-out sequences with the same masks
 (the corpus's last documents, as the training loop holds them out; the loop's evaluation seed),
-so the masking rate is the only difference left.
+so the masking rate is the only difference left. A model directory (a run's checkpoint, say)
+is scored as it is, so one run's curve can be re-scored at another rate.
 
     python tools/heldout_mlm.py --corpus-cache runs/mini/pretrain/corpus \\
         --mlm-probability 0.15 m15=runs/mask/m15 m20=runs/mask/m20 m40=runs/mask/m40
@@ -31,7 +32,11 @@ from bertlab.training.loop import EVAL_SEED_OFFSET, evaluate, held_out_split
 
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="NAME=DIR, a `bertlab pretrain --out` directory")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        help="NAME=DIR: a `bertlab pretrain --out` directory (its final model) or a model",
+    )
     parser.add_argument("--corpus-cache", required=True, help="the runs' tokenized corpus")
     parser.add_argument("--mlm-probability", type=float, default=0.15)
     parser.add_argument("--examples", type=int, default=2048, help="held-out sequences, at most")
@@ -39,12 +44,18 @@ def _parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def _model_dir(directory: str) -> Path:
+    """A run directory's final model, or the model directory itself."""
+    path = Path(directory)
+    return path / "final" if (path / "final").is_dir() else path
+
+
 def main() -> None:
     args = _parse()
     runs = [run.split("=", 1) for run in args.runs]
     if any(len(run) != 2 for run in runs):
         raise SystemExit("heldout_mlm: give each run as NAME=DIR")
-    tokenizer = Tokenizer.from_pretrained(Path(runs[0][1]) / "final")
+    tokenizer = Tokenizer.from_pretrained(_model_dir(runs[0][1]))
     corpus = TokenizedCorpus.open(Path(args.corpus_cache))
     num_train, num_held_out = held_out_split(corpus.num_documents, PretrainConfig.eval_examples)
     data_config = PretrainDataConfig(
@@ -70,7 +81,7 @@ def main() -> None:
         f"from {num_held_out} held-out documents"
     )
     for name, directory in runs:
-        model = BertForPreTraining.from_pretrained(Path(directory) / "final").eval()
+        model = BertForPreTraining.from_pretrained(_model_dir(directory)).eval()
         if model.config.vocab_size != spec.vocab_size:
             raise SystemExit(f"heldout_mlm: {name} has another vocabulary than the corpus cache")
         values = evaluate(model, batches, torch.device("cpu"), "fp32")  # as the loop does
