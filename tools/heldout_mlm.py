@@ -27,7 +27,7 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenization import Tokenizer
-from bertlab.training.loop import EVAL_SEED_OFFSET, evaluate, held_out_split
+from bertlab.training.loop import EVAL_SEED_OFFSET, FINAL_DIR, evaluate, held_out_split
 
 
 def _parse() -> argparse.Namespace:
@@ -47,7 +47,7 @@ def _parse() -> argparse.Namespace:
 def _model_dir(directory: str) -> Path:
     """A run directory's final model, or the model directory itself."""
     path = Path(directory)
-    return path / "final" if (path / "final").is_dir() else path
+    return path / FINAL_DIR if (path / FINAL_DIR).is_dir() else path
 
 
 def main() -> None:
