@@ -24,10 +24,9 @@ from pathlib import Path
 import torch
 
 from bertlab.config import BertConfig, FinetuneConfig
-from bertlab.data.collate import pad_rows
-from bertlab.data.task_collate import collate_task_batch, length_grouped_batches
+from bertlab.data.collate import collate_task_batch, length_grouped_batches, pad_rows
 from bertlab.data.tasks.classification import read_glue
-from bertlab.data.tasks.features import encode_classification
+from bertlab.data.tasks.encoding import encode_classification
 from bertlab.heads import BertForSequenceClassification
 from bertlab.tokenization import Tokenizer
 from bertlab.training.optim import build_optimizer, linear_warmup_decay

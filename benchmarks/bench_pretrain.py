@@ -39,11 +39,11 @@ from bertlab.data.corpus import TokenizedCorpus, build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.modeling import BertForPreTraining
+from bertlab.runtime import set_seed
 from bertlab.tokenization import Tokenizer
 from bertlab.training.loop import pretrain
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.optim import build_optimizer
-from bertlab.training.runtime import set_seed
 
 CORPUS_GZ = REPO_ROOT.parent / "shared/data/corpus_en/enwiki_sample_2021.txt.gz"
 SIZE = "mini"

@@ -9,6 +9,8 @@ from bertlab.heads import (
 )
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import Tokenizer
+from bertlab.training.loop import PretrainResult
+from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 
 __all__ = [
     "BertConfig",
@@ -19,5 +21,8 @@ __all__ = [
     "BertForQuestionAnswering",
     "BertForMultipleChoice",
     "Tokenizer",
+    "PretrainRun",
+    "PretrainResult",
+    "run_pretraining",
 ]
 __version__ = "0.1.0"

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import pickle
-import tempfile
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from bertlab.atomic import atomic_file, write_json
 from bertlab.config import read_json_object
 
 logger = logging.getLogger(__name__)
@@ -41,22 +38,7 @@ TIED_KEYS = frozenset({"cls.predictions.decoder.weight", "cls.predictions.decode
 IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
 # Keys whose first dimension is the vocabulary, for a clear message on a vocabulary mismatch.
 VOCAB_KEYS = ("embeddings.word_embeddings.weight", "cls.predictions.bias")
-FILE_MODE = 0o644
 LEGACY_SUFFIXES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        yield Path(temporary)
-        os.chmod(temporary, FILE_MODE)  # mkstemp makes it private; a model is for sharing
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def save_model(
@@ -71,10 +53,9 @@ def save_model(
         for key, value in state_dict.items()
         if key not in TIED_KEYS
     }
-    with atomic_path(directory / WEIGHTS_NAME) as temporary:
+    with atomic_file(directory / WEIGHTS_NAME) as temporary:
         save_file(tensors, str(temporary), metadata={"format": "pt"})
-    with atomic_path(directory / CONFIG_NAME) as temporary:
-        temporary.write_text(json.dumps(config_values, indent=2, sort_keys=True) + "\n")
+    write_json(directory / CONFIG_NAME, config_values, sort_keys=True)
 
 
 def read_model(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertlab.atomic import write_json
+
 logger = logging.getLogger(__name__)
 
 # Keys that transformers writes into every config.json but that carry no architecture for bertlab.
@@ -58,7 +60,7 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "large": (24, 1024, 16),
 }
 
-FEED_FORWARD_MULTIPLIER = 4  # BERT paper §3: "the feed-forward/filter size to be 4H"
+FEED_FORWARD_MULTIPLIER = 4  # BERT paper Sec. 3: "the feed-forward/filter size to be 4H"
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "relu")
 
@@ -237,7 +239,7 @@ class BertConfig:
         """Write `config.json`; `additional` adds keys such as `architectures`."""
         values = self.to_dict()
         values.update(additional)
-        Path(path).write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_json(path, values, sort_keys=True)
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> BertConfig:
@@ -247,8 +249,9 @@ class BertConfig:
 
 # --- pre-training data -------------------------------------------------------------------------
 
-# Training objectives: BERT's masked LM plus next-sentence prediction (paper §3.1), masked LM alone
-# on full-length single segments (RoBERTa §4.2), and left-to-right LM for the causal model option.
+# Training objectives: BERT's masked LM plus next-sentence prediction (paper Sec. 3.1), masked LM
+# alone on full-length single segments (RoBERTa Sec. 4.2), and left-to-right LM for the causal
+# model option.
 OBJECTIVES = ("mlm+nsp", "mlm", "clm")
 
 
@@ -259,11 +262,11 @@ class PretrainDataConfig:
 
     max_seq_length: int = 128  # Google's flag default (the paper trains 90% of steps at 128)
     short_seq_prob: float = 0.1  # Google: probability of a shorter target length
-    mlm_probability: float = 0.15  # BERT paper §3.1: mask 15% of the tokens
+    mlm_probability: float = 0.15  # BERT paper Sec. 3.1: mask 15% of the tokens
     max_predictions_per_seq: int = 20  # Google's flag default for max_seq_length 128
     objective: str = "mlm+nsp"  # one of OBJECTIVES
     do_whole_word_mask: bool = False  # Google's flag of the same name
-    random_next_prob: float = 0.5  # BERT paper §3.1: 50% of the B sentences are random (NotNext)
+    random_next_prob: float = 0.5  # BERT paper Sec. 3.1: 50% of B sentences are random (NotNext)
     # mlm/clm only: fill every sequence to the full length, across sentence and document
     # boundaries ([SEP] between documents; RoBERTa's FULL-SENTENCES) instead of ending it at the
     # last whole sentence of its document that fits. short_seq_prob does not apply then.
@@ -378,7 +381,7 @@ class TaskDataConfig:
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """How a task head is trained. Defaults follow the BERT paper §4 and Appendix A.3 (batch 16
+    """How a task head is trained. Defaults follow the BERT paper Sec. 4 and Appendix A.3 (batch 16
     or 32; Adam learning rate 5e-5, 3e-5 or 2e-5; 2 to 4 epochs) and google-research/bert's
     `run_classifier.py` (warmup proportion 0.1, weight decay 0.01, gradient clipping at 1.0)."""
 
@@ -391,7 +394,7 @@ class FinetuneConfig:
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size // steps each
     eval_batch_size: int = 64  # inference only: no gradients, so twice the training batch fits
     early_stopping_patience: int = 0  # epochs without a better dev score before stopping; 0: off
-    do_freeze_encoder: bool = False  # feature-based use (paper §5.3): only the head trains
+    do_freeze_encoder: bool = False  # feature-based use (paper Sec. 5.3): only the head trains
     freeze_layers: int = 0  # embeddings and the first K encoder layers frozen
     seed: int = 42  # run_classifier.py / transformers default seed
     precision: str = "auto"  # see training.runtime.PRECISIONS

@@ -14,8 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from bertlab.data.collate import pad_rows
-from bertlab.data.task_collate import sorted_length_batches
+from bertlab.data.collate import pad_rows, sorted_length_batches
 from bertlab.modeling import BertModel
 
 

@@ -1,4 +1,4 @@
-"""Fine-tuning heads (BERT §4, Figure 4): the encoder plus one linear layer per task.
+"""Fine-tuning heads (BERT Sec. 4, Figure 4): the encoder plus one linear layer per task.
 
 Each class has the Hugging Face name and attribute layout (`bert`, `dropout`, then `classifier` or
 `qa_outputs`), so its `state_dict` and `config.json` load into and out of `transformers` unchanged.
@@ -23,7 +23,7 @@ from torch import nn
 from bertlab.config import BertConfig
 from bertlab.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel
 
-NUM_SPAN_ENDS = 2  # BERT §4.2 (SQuAD): a start vector S and an end vector E
+NUM_SPAN_ENDS = 2  # BERT Sec. 4.2 (SQuAD): a start vector S and an end vector E
 
 
 @dataclass
@@ -92,7 +92,7 @@ def span_loss(
     start_positions: torch.Tensor,
     end_positions: torch.Tensor,
 ) -> torch.Tensor:
-    """BERT §4.2: the mean of the start and end cross-entropies.
+    """BERT Sec. 4.2: the mean of the start and end cross-entropies.
 
     Args:
         start_logits, end_logits: (B, L) float.
@@ -128,7 +128,7 @@ SEQUENCE_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
 
 
 class BertForTask(BertPreTrainedModel):
-    """BERT §4: the pre-trained encoder, dropout, and a task layer that a subclass adds."""
+    """BERT Sec. 4: the pre-trained encoder, dropout, and a task layer that a subclass adds."""
 
     # Read the pooled [CLS] vector (True) or every token's last hidden state (False). HF builds
     # no pooler for per-token heads, so their checkpoints have no `bert.pooler` keys.
@@ -233,7 +233,7 @@ class BertForLabels(BertForTask):
 
 
 class BertForSequenceClassification(BertForLabels):
-    """BERT §4.1 (GLUE): classify or score the whole input from the pooled [CLS] vector."""
+    """BERT Sec. 4.1 (GLUE): classify or score the whole input from the pooled [CLS] vector."""
 
     architecture = "BertForSequenceClassification"
 
@@ -286,7 +286,7 @@ class BertForSequenceClassification(BertForLabels):
 
 
 class BertForTokenClassification(BertForLabels):
-    """BERT §4.3 (NER): a label for every token; words are labelled by their first piece."""
+    """BERT Sec. 4.3 (NER): a label for every token; words are labelled by their first piece."""
 
     architecture = "BertForTokenClassification"
     use_pooler = False
@@ -325,7 +325,7 @@ class BertForTokenClassification(BertForLabels):
 
 
 class BertForQuestionAnswering(BertForTask):
-    """BERT §4.2 (SQuAD): a start and an end score for every token; the answer is the best span."""
+    """BERT Sec. 4.2 (SQuAD): a start and an end score per token; the answer is the best span."""
 
     architecture = "BertForQuestionAnswering"
     use_pooler = False
@@ -374,7 +374,7 @@ class BertForQuestionAnswering(BertForTask):
 
 
 class BertForMultipleChoice(BertForTask):
-    """BERT §4.4 (SWAG): score each of K (context, choice) pairs from its pooled [CLS] vector."""
+    """BERT Sec. 4.4 (SWAG): score each of K (context, choice) pairs by its pooled [CLS] vector."""
 
     architecture = "BertForMultipleChoice"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from bertlab import checkpoint
+from bertlab.atomic import atomic_file
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import MASK_TOKEN, Tokenizer, is_cjk_ideograph
 
@@ -178,11 +179,8 @@ def plot_attention(
     for text_item in figure.findobj(matplotlib.text.Text):
         text_item.set_fontfamily(families)
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out_path.with_name(f".{out_path.name}.tmp.png")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), atomic_file(out_path) as temporary:
         warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         figure.savefig(temporary, dpi=FIGURE_DPI, bbox_inches="tight")
     plt.close(figure)
-    os.replace(temporary, out_path)
     return out_path

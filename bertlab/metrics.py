@@ -17,9 +17,6 @@ import string
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-import scipy.stats
-import seqeval.metrics
-import sklearn.metrics
 
 # The positive class of the binary GLUE tasks MRPC and QQP ("1" = paraphrase / duplicate).
 POSITIVE_LABEL = 1
@@ -42,12 +39,16 @@ def _check_pair(predictions: Sequence, references: Sequence) -> None:
 def accuracy(predictions: Sequence, references: Sequence) -> float:
     """Fraction of predictions equal to their reference (GLUE accuracy, SWAG accuracy)."""
     _check_pair(predictions, references)
+    import sklearn.metrics  # imported when used: `bertlab --help` stays fast
+
     return float(sklearn.metrics.accuracy_score(list(references), list(predictions)))
 
 
 def f1(predictions: Sequence, references: Sequence, positive: int | str = POSITIVE_LABEL) -> float:
     """Binary F1 of the `positive` class, as GLUE scores MRPC and QQP."""
     _check_pair(predictions, references)
+    import sklearn.metrics
+
     return float(
         sklearn.metrics.f1_score(
             list(references), list(predictions), pos_label=positive, average="binary"
@@ -58,6 +59,8 @@ def f1(predictions: Sequence, references: Sequence, positive: int | str = POSITI
 def matthews_corrcoef(predictions: Sequence, references: Sequence) -> float:
     """Matthews correlation coefficient (CoLA)."""
     _check_pair(predictions, references)
+    import sklearn.metrics
+
     return float(sklearn.metrics.matthews_corrcoef(list(references), list(predictions)))
 
 
@@ -66,6 +69,8 @@ def pearson_spearman(predictions: Sequence[float], references: Sequence[float]) 
     _check_pair(predictions, references)
     predicted = np.asarray(predictions, dtype=np.float64)
     gold = np.asarray(references, dtype=np.float64)
+    import scipy.stats
+
     return {
         "pearson": float(scipy.stats.pearsonr(predicted, gold)[0]),
         "spearman": float(scipy.stats.spearmanr(predicted, gold)[0]),
@@ -115,6 +120,8 @@ def entity_f1(
             )
     predicted = [bio_tags(sentence) for sentence in predictions]
     gold = [bio_tags(sentence) for sentence in references]
+    import seqeval.metrics
+
     return {
         "precision": float(seqeval.metrics.precision_score(gold, predicted, zero_division=0)),
         "recall": float(seqeval.metrics.recall_score(gold, predicted, zero_division=0)),
@@ -226,46 +233,3 @@ METRIC_SETS: dict[str, Callable[..., dict[str, float]]] = {
     "entity_f1": entity_f1,
     "squad": squad_em_f1,
 }
-
-# The GLUE-standard metrics of each task (GLUE paper, Table 1), and of the other task families.
-TASK_METRICS: dict[str, str] = {
-    "cola": "mcc",
-    "sst2": "accuracy",
-    "mrpc": "accuracy_f1",
-    "stsb": "pearson_spearman",
-    "qqp": "accuracy_f1",
-    "mnli": "accuracy",
-    "qnli": "accuracy",
-    "rte": "accuracy",
-    "wnli": "accuracy",
-    "chnsenticorp": "accuracy",
-    "classification": "accuracy",
-    "regression": "pearson_spearman",
-    "conll2003": "entity_f1",
-    "tagging": "entity_f1",
-    "squad": "squad",
-    "qa": "squad",
-    "swag": "accuracy",
-    "multiple-choice": "accuracy",
-}
-
-
-def compute_metrics(task_name: str, predictions, references) -> dict[str, float]:
-    """The standard metric set of a task.
-
-    CoLA: mcc. SST-2, MNLI, QNLI, RTE, WNLI, ChnSentiCorp, classification, SWAG, multiple-choice:
-    accuracy. MRPC, QQP: accuracy and f1. STS-B, regression: pearson and spearman. CoNLL-2003,
-    tagging: precision, recall and f1 over entities. SQuAD, qa: exact_match and f1 (percent).
-
-    Args:
-        task_name: a key of `TASK_METRICS`.
-        predictions: labels (ids or strings), scores, tag sequences, or for SQuAD a mapping
-            question id -> answer text; the same kind as `references`.
-        references: the gold values; for SQuAD a mapping question id -> gold answer texts.
-
-    Raises:
-        ValueError: an unknown task name, or predictions that do not pair up with references.
-    """
-    if task_name not in TASK_METRICS:
-        raise ValueError(f"unknown task {task_name!r}; known: {', '.join(sorted(TASK_METRICS))}")
-    return METRIC_SETS[TASK_METRICS[task_name]](predictions, references)

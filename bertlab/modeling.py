@@ -24,7 +24,7 @@ from bertlab import checkpoint
 from bertlab.config import BertConfig
 
 IGNORE_INDEX = -100  # label value that the losses skip (PyTorch's and HF's convention)
-NUM_NSP_CLASSES = 2  # BERT paper §3.1 Task #2: IsNext / NotNext
+NUM_NSP_CLASSES = 2  # BERT paper Sec. 3.1 Task #2: IsNext / NotNext
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -104,7 +104,7 @@ def attention_bias(
 
 
 class BertEmbeddings(nn.Module):
-    """BERT §3.2 (Figure 2): token + segment + position embeddings, then LayerNorm and dropout."""
+    """BERT Sec. 3.2 (Figure 2): token + segment + position embeddings, LayerNorm and dropout."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -127,7 +127,7 @@ class BertEmbeddings(nn.Module):
     @torch.no_grad()
     def init_sinusoidal_positions(self, std: float) -> None:
         """Start the (still learned) position embeddings from the Transformer's sinusoids
-        (Vaswani et al. 2017 §3.5), scaled to standard deviation `std`.
+        (Vaswani et al. 2017 Sec. 3.5), scaled to standard deviation `std`.
 
         Random position vectors carry no notion of order: attention cannot look at a token's
         neighbours until max_position_embeddings independent vectors have organized themselves,
@@ -148,7 +148,7 @@ class BertEmbeddings(nn.Module):
 
 
 class BertSelfAttention(nn.Module):
-    """Transformer §3.2.2: multi-head scaled dot-product attention (BERT §3: A heads)."""
+    """Transformer Sec. 3.2.2: multi-head scaled dot-product attention (BERT Sec. 3: A heads)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -192,7 +192,7 @@ class BertSelfAttention(nn.Module):
 
 
 class BertSelfOutput(nn.Module):
-    """Transformer §5.4 / BERT §3: projection, dropout, residual, LayerNorm (post-LN)."""
+    """Transformer Sec. 5.4 / BERT Sec. 3: projection, dropout, residual, LayerNorm (post-LN)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -206,7 +206,7 @@ class BertSelfOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    """Transformer §3.1: the attention sub-layer, LayerNorm(x + Attention(x))."""
+    """Transformer Sec. 3.1: the attention sub-layer, LayerNorm(x + Attention(x))."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -222,7 +222,7 @@ class BertAttention(nn.Module):
 
 
 class BertIntermediate(nn.Module):
-    """Transformer §3.3: the first feed-forward projection, H -> I, with GELU (BERT §3)."""
+    """Transformer Sec. 3.3: the first feed-forward projection, H -> I, with GELU (BERT Sec. 3)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -235,7 +235,7 @@ class BertIntermediate(nn.Module):
 
 
 class BertOutput(nn.Module):
-    """Transformer §3.3: the second feed-forward projection I -> H, dropout, residual, LayerNorm."""
+    """Transformer Sec. 3.3: second feed-forward projection I -> H, dropout, residual, LayerNorm."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -249,7 +249,7 @@ class BertOutput(nn.Module):
 
 
 class BertLayer(nn.Module):
-    """Transformer §3.1: one encoder layer, attention then feed-forward, each post-LN."""
+    """Transformer Sec. 3.1: one encoder layer, attention then feed-forward, each post-LN."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -266,7 +266,7 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
-    """BERT §3: a stack of L identical Transformer encoder layers."""
+    """BERT Sec. 3: a stack of L identical Transformer encoder layers."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -296,7 +296,7 @@ class BertEncoder(nn.Module):
 
 
 class BertPooler(nn.Module):
-    """BERT §3 / §4.1: tanh(W h_[CLS] + b), the sequence representation for classification."""
+    """BERT Sec. 3, 4.1: tanh(W h_[CLS] + b), the sequence representation for classification."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -429,7 +429,7 @@ def validate_inputs(
 
 
 class BertModel(BertPreTrainedModel):
-    """BERT §3: embeddings, the Transformer encoder and (optionally) the pooler."""
+    """BERT Sec. 3: embeddings, the Transformer encoder and (optionally) the pooler."""
 
     architecture = "BertModel"
     base_prefix = ""
@@ -505,7 +505,7 @@ class BertPredictionHeadTransform(nn.Module):
 
 
 class BertLMPredictionHead(nn.Module):
-    """BERT §3.1 Task #1: the masked-LM output layer, decoder tied to the word embeddings."""
+    """BERT Sec. 3.1 Task #1: the masked-LM output layer, decoder tied to the word embeddings."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -521,7 +521,7 @@ class BertLMPredictionHead(nn.Module):
 
 
 class BertPreTrainingHeads(nn.Module):
-    """BERT §3.1: the masked-LM head and the next-sentence head."""
+    """BERT Sec. 3.1: the masked-LM head and the next-sentence head."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -542,7 +542,7 @@ def gather_positions(hidden_states: torch.Tensor, positions: torch.Tensor) -> to
 
 
 class BertForPreTraining(BertPreTrainedModel):
-    """BERT §3.1: the encoder with the masked-LM and next-sentence-prediction heads."""
+    """BERT Sec. 3.1: the encoder with the masked-LM and next-sentence-prediction heads."""
 
     architecture = "BertForPreTraining"
 

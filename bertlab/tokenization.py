@@ -34,6 +34,7 @@ from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers,
 from tokenizers import Tokenizer as BackendTokenizer
 from tokenizers.models import WordPiece
 
+from bertlab.atomic import atomic_files
 from bertlab.tokenization_fast import ChunkCache, encode_parallel
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ logger = logging.getLogger(__name__)
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_FILES = (VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE)  # what `save_pretrained` writes
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
@@ -52,10 +54,10 @@ SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
 
 CONTINUING_SUBWORD_PREFIX = "##"  # google-research/bert WordpieceTokenizer
 MAX_INPUT_CHARS_PER_WORD = 100  # google-research/bert WordpieceTokenizer: longer words -> [UNK]
-MODEL_MAX_LENGTH = 512  # BERT paper §A.2: sequences of at most 512 tokens
+MODEL_MAX_LENGTH = 512  # BERT paper, Appendix A.2: sequences of at most 512 tokens
 NUM_SPECIAL_TOKENS_SINGLE = 2  # [CLS] A [SEP]
 NUM_SPECIAL_TOKENS_PAIR = 3  # [CLS] A [SEP] B [SEP]
-PAIR_SEGMENT_ID = 1  # token_type_ids of sentence B (BERT paper §3, segment embeddings)
+PAIR_SEGMENT_ID = 1  # token_type_ids of sentence B (BERT paper Sec. 3, segment embeddings)
 
 # google-research/bert tokenization.py `_is_chinese_char`, with the Extension E start (0x2B820)
 # as in `transformers`; the `tokenizers` library has 0x2B920 there.
@@ -381,17 +383,13 @@ class Tokenizer:
         ordered = sorted(self._vocab.items(), key=lambda item: item[1])
         if [index for _, index in ordered] != list(range(len(ordered))):
             raise ValueError("vocabulary ids are not 0..N-1; cannot write it as vocab.txt")
-        # Write every file under a temporary name first, so a failure leaves no half-written set.
-        names = (VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE)
-        staged = {name: directory / f".{name}.partial" for name in names}
-        with open(staged[VOCAB_FILE], "w", encoding="utf-8") as file:
-            file.writelines(token + "\n" for token, _ in ordered)
-        self._backend.save(str(staged[TOKENIZER_FILE]))
-        with open(staged[CONFIG_FILE], "w", encoding="utf-8") as file:
-            json.dump(self.options.to_hf_config(), file, indent=2, ensure_ascii=False)
-            file.write("\n")
-        for name, path in staged.items():
-            os.replace(path, directory / name)
+        # All three files or none: a failure leaves no half-written set.
+        paths = [directory / name for name in TOKENIZER_FILES]
+        with atomic_files(paths) as (vocab, backend, config):
+            vocab.write_text("".join(token + "\n" for token, _ in ordered), encoding="utf-8")
+            self._backend.save(str(backend))
+            options = json.dumps(self.options.to_hf_config(), indent=2, ensure_ascii=False)
+            config.write_text(options + "\n", encoding="utf-8")
         return directory
 
     # --- vocabulary -----------------------------------------------------------------------

@@ -25,8 +25,10 @@ import statistics
 import time
 from pathlib import Path
 
-from bertlab import experiment as ex
-from bertlab.budget import FINETUNE_DROPOUT
+from bertlab.apps import transfer as ex
+from bertlab.apps.flows import summary
+from bertlab.apps.transfer_data import ROWS, task_splits
+from bertlab.training.budget import FINETUNE_DROPOUT
 
 
 def _parse() -> argparse.Namespace:
@@ -133,12 +135,12 @@ def main() -> None:
         finetune_dropout=args.dropout,
         points=(),
     )
-    spec = next((t for t in ex.TASKS[args.lang] if t.name == args.task), None)
+    spec = next((t for t in ROWS[args.lang] if t.name == args.task), None)
     if spec is None:
         raise SystemExit(f"transfer_probe: unknown task {args.task!r}")
     if args.epochs:
         spec = dataclasses.replace(spec, epochs=args.epochs)
-    task, data, test = ex._task_splits(config, spec)
+    task, data, test = task_splits(config.data_dir, spec)
     if args.word_overlap:
         if test[0].text_b is None or not isinstance(test[0].label, float):
             raise SystemExit("transfer_probe: --word-overlap needs a sentence-pair regression task")
@@ -169,7 +171,7 @@ def main() -> None:
             dev_values.append(dev)
             print(f"  {which} seed {seed}: test {values[-1]:.4f}, dev {dev:.4f}", flush=True)
         print(
-            f"{args.tag} {spec.name} {which}: test {task.primary_metric} {ex.summary(values)}, "
+            f"{args.tag} {spec.name} {which}: test {task.primary_metric} {summary(values)}, "
             f"dev median {statistics.median(dev_values):.3f} "
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,

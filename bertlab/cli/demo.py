@@ -8,7 +8,7 @@ from bertlab.cli.common import CommandError
 
 
 def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.demo import DEFAULT_MINUTES, DEFAULT_OUT, DEFAULT_SEEDS, RECIPES
+    from bertlab.apps.demo import DEFAULT_MINUTES, DEFAULT_OUT, DEFAULT_SEEDS, RECIPES
 
     parser = subparsers.add_parser(
         "demo",
@@ -38,7 +38,7 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
 def run_demo_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.demo import run_demo
+    from bertlab.apps.demo import run_demo
 
     try:
         seeds = tuple(int(seed) for seed in args.seeds.split(","))

@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 
 from bertlab.cli.common import CommandError
-from bertlab.cli.pretrain import parse_duration
+from bertlab.cli.pretrain import BUDGET_DOCS, parse_duration
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.budget import (
+    from bertlab.apps.transfer import PRETRAIN_OBJECTIVES, TransferConfig
+    from bertlab.apps.transfer_data import ROWS
+    from bertlab.config import PRESETS
+    from bertlab.training.budget import (
         LARGER_MODEL,
         LARGER_MODEL_LEARNING_RATE,
         LARGER_MODEL_MINUTES,
         BudgetRecipe,
     )
-    from bertlab.config import PRESETS
-    from bertlab.experiment import PRETRAIN_OBJECTIVES, TASKS, TransferConfig
 
     parser = subparsers.add_parser("experiment", help="experiments that measure the recipes")
     commands = parser.add_subparsers(title="experiments", metavar="EXPERIMENT", required=True)
@@ -31,8 +32,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "one with other settings (OUT/settings.json) is refused.",
     )
     defaults = TransferConfig
-    english = ", ".join(t.name for t in TASKS["en"])
-    chinese = ", ".join(t.name for t in TASKS["zh"])
+    english = ", ".join(t.name for t in ROWS["en"])
+    chinese = ", ".join(t.name for t in ROWS["zh"])
     add = transfer.add_argument
     add(
         "--data",
@@ -40,7 +41,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="the data directory (layout of ../shared/data: glue/SST-2/...)",
     )
     add("--out", required=True, help="experiment directory")
-    add("--lang", default=defaults.lang, choices=list(TASKS), help="en or zh (default: en)")
+    add("--lang", default=defaults.lang, choices=list(ROWS), help="en or zh (default: en)")
     add(
         "--budget",
         type=parse_duration,
@@ -71,7 +72,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=defaults.finetune_dropout,
         help="dropout of every model while fine-tuning, pre-trained and from scratch (default: "
-        "%(default)g, BERT's; 0 fine-tunes without dropout, docs/budget.md §3.3)",
+        "%(default)g, BERT's; 0 fine-tunes without dropout)",
     )
     add(
         "--model-size",
@@ -100,21 +101,21 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         metavar="REPEATS",
         help="add the unlabeled text of the tasks' training parts (never a dev or test "
         "example) to the pre-training corpus, REPEATS times, as OUT/task_text.txt: "
-        "task-adaptive pre-training, docs/budget.md §3.9 (default: %(default)s, the corpus only)",
+        "task-adaptive pre-training (default: %(default)s, the corpus only)",
     )
     add(
         "--pretrain-objective",
         choices=PRETRAIN_OBJECTIVES,
         help=f"pre-training objective (default: the budget recipe's, {BudgetRecipe.objective}); "
         "with mlm+nsp each task-text example is a document of its own, so a pair's sentences "
-        "are an instance's A and B (docs/budget.md §3.12)",
+        "are an instance's A and B",
     )
     add(
         "--pretrain-mlm-probability",
         type=float,
         metavar="P",
         help="share of tokens masked while pre-training (default: the budget recipe's, "
-        f"{BudgetRecipe.mlm_probability:g}; docs/budget.md §2.9)",
+        f"{BudgetRecipe.mlm_probability:g}; {BUDGET_DOCS})",
     )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
@@ -130,7 +131,7 @@ def _numbers(text: str, flag: str, kind=float) -> tuple:
 def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.experiment import TransferConfig, run_transfer
+    from bertlab.apps.transfer import TransferConfig, run_transfer
 
     config = TransferConfig(
         data_dir=Path(args.data),

@@ -1,7 +1,8 @@
 """`bertlab finetune|evaluate|predict|score`: BERT's second stage on named tasks and users' data.
 
 Each handler builds the config dataclasses from flags named like their fields and calls
-`bertlab.training.finetune` / `bertlab.training.task_inference`. `evaluate` and `score` print the
+`bertlab.training.finetune` / `bertlab.task_families`; the task names and their defaults come
+from the task registry (`bertlab.data.tasks.registry`). `evaluate` and `score` print the
 metrics as one JSON object on the last line of stdout; `finetune` prints its summary the same way.
 """
 
@@ -14,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.cli.common import CommandError
+from bertlab.config import PRESETS
+from bertlab.data.tasks.registry import (
+    DEFAULT_EPOCHS,
+    GENERIC_CLASSIFICATION,
+    TASKS,
+    get_task,
+    task_names,
+)
 
 logger = logging.getLogger(__name__)
 
-MODEL_SIZES = ("tiny", "mini", "small", "medium", "base", "large")  # BertConfig presets
-# Listed here, not imported from the registry, whose metric libraries would slow down `--help`.
-TASK_NAMES_HELP = (
-    "the GLUE tasks cola sst2 mrpc stsb qqp mnli qnli rte wnli, chnsenticorp, conll2003, squad, "
-    "swag, and for your own data classification, tagging, qa, multiple-choice"
-)
 DATA_FLAGS = (
     "max_seq_length",
     "doc_stride",
@@ -59,7 +62,7 @@ def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
         description="The official metrics of a predictions file (the format `predict` writes) "
         "against the gold file, as one JSON object on the last line of stdout.",
     )
-    score.add_argument("--task", required=True, help="task name (see `finetune --help`)")
+    _add_task_flag(score)
     score.add_argument("--data", required=True, help="the gold file")
     score.add_argument("--predictions", required=True, help="the predictions file")
     _add_column_flags(score)
@@ -74,9 +77,11 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
         "finetune",
         help="fine-tune a task head on a pre-trained (or from-scratch) BERT",
         description="Fine-tune on a task's training file; evaluate on the dev data after every "
-        f"epoch and keep the best model in OUT/best. Tasks: {TASK_NAMES_HELP}.",
+        "epoch and keep the best model in OUT/best. Tasks: "
+        + "; ".join(f"{spec.name} ({spec.description})" for spec in TASKS.values())
+        + f"; {GENERIC_CLASSIFICATION} (your own CSV/TSV/JSONL, columns named by flags).",
     )
-    parser.add_argument("--task", required=True, help="task name, or `classification`")
+    _add_task_flag(parser)
     parser.add_argument("--train", required=True, help="the training file")
     parser.add_argument("--dev", default=None, help="the dev file, evaluated after each epoch")
     parser.add_argument(
@@ -90,11 +95,13 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
         "--from-scratch", action="store_true", help="random weights: the no-pre-training baseline"
     )
     parser.add_argument(
-        "--model-size", choices=MODEL_SIZES, default=None, help="with --from-scratch"
+        "--model-size", choices=list(PRESETS), default=None, help="with --from-scratch"
     )
     parser.add_argument("--tokenizer", default=None, help="vocab.txt or tokenizer directory")
     parser.add_argument("--out", required=True, help="the run directory")
-    parser.add_argument("--epochs", type=int, default=defaults.num_train_epochs)
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="(default: the task's, 3 for most tasks)"
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(
         "--seeds", default=None, help="comma-separated seeds, e.g. 1,2,3: one run each, summarized"
@@ -128,8 +135,19 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_finetune)
 
 
+def _add_task_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--task",
+        required=True,
+        choices=task_names(),
+        metavar="TASK",
+        help="a task name (see `bertlab finetune --help`), or `classification` for your own "
+        "CSV/TSV/JSONL file",
+    )
+
+
 def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="task name, or `classification`")
+    _add_task_flag(parser)
     parser.add_argument("--model", required=True, help="a fine-tuned model directory")
     parser.add_argument("--data", required=True, help="the input file")
     parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
@@ -216,6 +234,8 @@ def _data_config(args: argparse.Namespace, saved: dict[str, Any] | None, is_qa: 
     from bertlab.config import TaskDataConfig
 
     values = dict((saved or {}).get("data") or {})
+    if saved is None and args.task != GENERIC_CLASSIFICATION and not is_qa:
+        values["max_seq_length"] = get_task(args.task).max_seq_length  # the task's default
     for flag in DATA_FLAGS:
         value = getattr(args, flag, None)
         if value is not None:
@@ -225,13 +245,13 @@ def _data_config(args: argparse.Namespace, saved: dict[str, Any] | None, is_qa: 
 
 
 def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
-    from bertlab.data.tasks.registry import get_task
-    from bertlab.training.task_inference import make_task
+    from bertlab.task_families import make_task
 
     if saved is not None and saved.get("task") not in (None, args.task):
         logger.warning("the model was fine-tuned on task %r, not %r", saved["task"], args.task)
-    is_qa = args.task != "classification" and get_task(args.task).family == "qa"
-    columns = _columns(args, saved) if args.task == "classification" else None
+    is_generic = args.task == GENERIC_CLASSIFICATION
+    is_qa = not is_generic and get_task(args.task).family == "qa"
+    columns = _columns(args, saved) if is_generic else None
     return make_task(args.task, columns, _data_config(args, saved, is_qa))
 
 
@@ -241,7 +261,7 @@ def _finetune_config(args: argparse.Namespace, seed: int):
     return FinetuneConfig(
         learning_rate=args.learning_rate,
         batch_size=args.batch_size,
-        num_train_epochs=args.epochs,
+        num_train_epochs=args.epochs or _default_epochs(args.task),
         warmup_proportion=args.warmup_proportion,
         weight_decay=args.weight_decay,
         max_grad_norm=args.max_grad_norm,
@@ -253,6 +273,10 @@ def _finetune_config(args: argparse.Namespace, seed: int):
         seed=seed,
         precision=args.precision,
     )
+
+
+def _default_epochs(task: str) -> int:
+    return DEFAULT_EPOCHS if task == GENERIC_CLASSIFICATION else get_task(task).epochs
 
 
 def _model_source(args: argparse.Namespace):
@@ -317,9 +341,9 @@ def run_finetune(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace):
     """(task, model, tokenizer, precision) for evaluate/predict, after checking the model."""
     from bertlab.config import read_json_object
+    from bertlab.runtime import default_device, resolve_precision
+    from bertlab.task_families import read_task_file
     from bertlab.tokenization import Tokenizer
-    from bertlab.training.runtime import default_device, resolve_precision
-    from bertlab.training.task_inference import read_task_file
 
     _set_threads(args)
     directory = Path(args.model)
@@ -342,7 +366,7 @@ def _load(args: argparse.Namespace):
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from bertlab.heads import BertForLabels
-    from bertlab.training.task_inference import run_task
+    from bertlab.task_families import run_task
 
     task, model, tokenizer, precision = _load(args)
     label_names = list(model.id2label.values()) if isinstance(model, BertForLabels) else None
@@ -353,7 +377,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from bertlab.training.task_inference import run_task
+    from bertlab.task_families import run_task
 
     output = Path(args.output)
     if output.is_dir():
@@ -369,6 +393,6 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_score(args: argparse.Namespace) -> int:
     from bertlab.data.tasks.scoring import score
 
-    columns = _columns(args, None) if args.task == "classification" else None
+    columns = _columns(args, None) if args.task == GENERIC_CLASSIFICATION else None
     print(json.dumps(score(args.task, args.data, args.predictions, columns)))
     return 0

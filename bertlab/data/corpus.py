@@ -26,13 +26,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from bertlab.atomic import atomic_directory, write_json
 from bertlab.data.corpus_encode import (
     BYTES_PER_MEGABYTE,
     ChunkEncoder,
@@ -66,7 +65,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 LANGS = ("auto", "en", "zh")
-CORPUS_DIR_MODE = 0o755  # mkdtemp makes the staging directory private; a corpus is shared data
 
 
 def _check_paths(paths: Sequence[str | os.PathLike]) -> list[Path]:
@@ -155,21 +153,12 @@ def build_corpus(
         raise ValueError(f"{out_dir} exists and is not a bertlab corpus; choose another out_dir")
     langs = [sniff_lang(path, lang) for path in paths]
     num_workers = default_num_workers() if num_workers is None else num_workers
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(
-        tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent)
-    )
-    staging.chmod(CORPUS_DIR_MODE)
-    try:
+    with atomic_directory(out_dir) as staging:
         meta = _write(paths, langs, tokenizer, staging, whole_word, num_workers, show_progress)
         meta.update(expected)
         meta["langs"] = langs
         meta["files"] = [{"path": str(p), "bytes": p.stat().st_size} for p in paths]
-        (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        _replace_directory(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        write_json(staging / META_FILE, meta)
     return TokenizedCorpus.open(out_dir)
 
 
@@ -231,16 +220,3 @@ def _write(
             "unk_tokens": counts.unk_tokens,
         },
     }
-
-
-def _replace_directory(staging: Path, out_dir: Path) -> None:
-    """Move the finished `staging` directory to `out_dir`, replacing a stale corpus there."""
-    if not out_dir.exists():
-        os.rename(staging, out_dir)
-        return
-    # rename() cannot replace a non-empty directory: move the old one aside first. Between the
-    # two renames `out_dir` is briefly absent, never half-written.
-    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
-    os.rename(out_dir, old / out_dir.name)
-    os.rename(staging, out_dir)
-    shutil.rmtree(old, ignore_errors=True)

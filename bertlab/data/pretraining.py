@@ -1,7 +1,7 @@
 """Pre-training data: documents -> sentence pairs (NSP) or segments -> masked-LM examples.
 
 Follows google-research/bert `create_pretraining_data.py` (cited below as "Google"), with masks
-drawn afresh every time an example is made (dynamic masking, RoBERTa §4.1) instead of once per
+drawn afresh every time an example is made (dynamic masking, RoBERTa Sec. 4.1) instead of once per
 `dupe_factor` copy. Everything here is a pure function over lists, strings and numpy arrays; all
 randomness comes in as an explicit `rng: random.Random`. Nothing imports torch.
 
@@ -33,10 +33,10 @@ from bertlab.tokenization import (
     UNK_TOKEN,
 )
 
-MASK_TOKEN_PROB = 0.8  # BERT paper §3.1: of the chosen tokens 80% [MASK], 10% random, 10% unchanged
-RANDOM_TOKEN_PROB = 0.1  # BERT paper §3.1
-KEEP_TOKEN_PROB = 1.0 - MASK_TOKEN_PROB - RANDOM_TOKEN_PROB  # BERT paper §3.1: the last 10%
-RANDOM_NEXT_PROB = 0.5  # BERT paper §3.1 (NSP): "50% of the time B is the actual next sentence"
+MASK_TOKEN_PROB = 0.8  # BERT paper Sec. 3.1: of the chosen tokens 80% [MASK], 10% random, 10% kept
+RANDOM_TOKEN_PROB = 0.1  # BERT paper Sec. 3.1
+KEEP_TOKEN_PROB = 1.0 - MASK_TOKEN_PROB - RANDOM_TOKEN_PROB  # BERT paper Sec. 3.1: the last 10%
+RANDOM_NEXT_PROB = 0.5  # BERT paper Sec. 3.1 (NSP): "50% of the time B is the actual next sentence"
 IS_NEXT_LABEL = 0  # HF `next_sentence_label`: 0 = B continues A (IsNext)
 NOT_NEXT_LABEL = 1  # 1 = B is a random span (NotNext)
 MIN_SHORT_TARGET_LENGTH = 2  # Google: `target_seq_length = rng.randint(2, max_num_tokens)`
@@ -529,7 +529,7 @@ class PretrainingExample:
 
 
 def pack_instance(instance: Instance, special: SpecialIds) -> tuple[np.ndarray, np.ndarray]:
-    """[CLS] A [SEP] (B [SEP]) and its segment ids (BERT paper §3, Figure 2).
+    """[CLS] A [SEP] (B [SEP]) and its segment ids (BERT paper Sec. 3, Figure 2).
 
     Example:
         >>> ids, types = pack_instance(Instance([7, 8], [9], False), SpecialIds(0, 1, 2, 3, 4))

@@ -3,8 +3,8 @@
 `OUT/checkpoints/step-000120/` holds `config.json` + `model.safetensors` (loadable like any
 model directory) and `training_state.pt`: optimizer, schedule, RNG states of every process, data
 position, counters. Each checkpoint is written into a hidden temporary directory and renamed into
-place when complete (`replace_directory`), so a kill during the write leaves the previous
-checkpoints intact; the oldest complete ones beyond `keep` are then removed.
+place when complete (`bertlab.atomic.atomic_directory`), so a kill during the write leaves the
+previous checkpoints intact; the oldest complete ones beyond `keep` are then removed.
 """
 
 from __future__ import annotations
@@ -12,19 +12,18 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from bertlab.atomic import atomic_directory
+
 CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "training_state.pt"
 _NAME = re.compile(r"^step-(\d+)$")
 STEP_DIGITS = 6
-DIRECTORY_MODE = 0o755  # tempfile.mkdtemp makes 0o700 directories; a saved model is for sharing
 
 
 def checkpoint_name(step: int) -> str:
@@ -50,53 +49,38 @@ def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
 
 
 def save_checkpoint(
-    out_dir: str | os.PathLike, step: int, model: Any, state: dict[str, Any], keep: int
+    out_dir: str | os.PathLike,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    state: dict[str, Any],
+    keep: int,
 ) -> Path:
     """Write checkpoint `step` atomically; keep the `keep` most recent (all when `keep` is 0).
+
+    The model, its tokenizer and the training state are all in place before the checkpoint is
+    renamed into place: a checkpoint is complete or absent.
 
     Args:
         out_dir: the run's directory.
         step: optimizer steps done.
         model: has `save_pretrained(directory)`.
+        tokenizer: has `save_pretrained(directory)`; a checkpoint loads like a model directory.
         state: picklable with `torch.save` and loadable with `weights_only=True` (tensors,
             numbers, strings, lists, dicts, tuples); see `portable_rng_state`.
         keep: complete checkpoints kept after this one is written.
     """
     final = Path(out_dir) / CHECKPOINTS_DIR / checkpoint_name(step)
 
-    def write(directory: Path) -> None:
+    with atomic_directory(final) as directory:
         model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
         torch.save(state, directory / STATE_FILE)
-
-    replace_directory(final, write)
     checkpoints = list_checkpoints(out_dir)
     if keep:
         for old in checkpoints[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def replace_directory(directory: Path, write: Callable[[Path], None]) -> None:
-    """Fill a temporary directory beside `directory` with `write`, then rename it into place.
-
-    A crash while writing leaves the previous `directory` whole; only the two renames at the end
-    touch it.
-    """
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.tmp-"))
-    os.chmod(temporary, DIRECTORY_MODE)
-    try:
-        write(temporary)
-        old = None
-        if directory.exists():
-            old = directory.with_name(f"{temporary.name}.old")
-            os.rename(directory, old)
-        os.rename(temporary, directory)
-        if old is not None:
-            shutil.rmtree(old)
-    finally:
-        if temporary.exists():
-            shutil.rmtree(temporary)
 
 
 def load_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Fine-tuning (BERT §4): a task head on the encoder, trained end to end (or partly frozen).
+"""Fine-tuning (BERT Sec. 4): a task head on the encoder, trained end to end (or partly frozen).
 
 `finetune_task` reads and checks all the data first (so bad input stops the run before anything
 is written), seeds, builds the head, then `FinetuneLoop.run` trains: AdamW with BERT's weight-
@@ -13,7 +13,6 @@ model, its tokenizer and `bertlab_task.json` in the Hugging Face layout.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -28,24 +27,22 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from bertlab.atomic import atomic_directory, write_json
 from bertlab.config import BertConfig, FinetuneConfig
-from bertlab.data.task_collate import collate_task_batch, feature_lengths, length_grouped_batches
+from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
+from bertlab.data.tasks.splits import holdout_split, subsample
 from bertlab.heads import BertForTask
+from bertlab.runtime import autocast, default_device, resolve_precision, set_seed
+from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenization import Tokenizer
-from bertlab.training.checkpointing import replace_directory
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.optim import build_optimizer, linear_warmup_decay
-from bertlab.training.runtime import autocast, default_device, resolve_precision, set_seed
-from bertlab.training.task_inference import TASK_FILE, Task, run_task, write_atomically
 
 logger = logging.getLogger(__name__)
 
 BEST_DIR = "best"
 RESULT_FILE = "result.json"
 SEEDS_FILE = "seeds.json"
-# The train/dev split of `--dev-fraction` and the `--max-train-examples` subset are drawn with
-# this seed, not the run's, so that every seed of `--seeds` trains and is scored on the same data.
-DATA_SPLIT_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -101,7 +98,7 @@ def apply_freezing(model: BertForTask, config: FinetuneConfig) -> int:
     """Freeze parameters as `config` asks; return the number of parameters left to train.
 
     `do_freeze_encoder`: the whole encoder `bert.*` (embeddings, every layer, pooler) is frozen
-    and only the task layer trains: the feature-based approach of BERT §5.3. `freeze_layers` K:
+    and only the task layer trains: the feature-based approach of BERT Sec. 5.3. `freeze_layers` K:
     the embeddings and encoder layers 0..K-1 are frozen, as Keras' `layer.trainable = False`.
 
     Raises:
@@ -130,7 +127,7 @@ def write_task_model(directory: Path, model: BertForTask, tokenizer: Tokenizer, 
     """The model (HF layout), its tokenizer and the task settings: all `--model DIR` needs."""
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
-    (directory / TASK_FILE).write_text(json.dumps(task.to_json(), indent=2) + "\n")
+    write_json(directory / TASK_FILE, task.to_json())
 
 
 # --- the training loop ----------------------------------------------------------------------------
@@ -264,7 +261,8 @@ def train_task_model(
         )
         if is_better:
             best_metrics, best_epoch, epochs_without_gain = metrics, epoch, 0
-            replace_directory(out / BEST_DIR, lambda directory: save(directory, model))
+            with atomic_directory(out / BEST_DIR) as directory:
+                save(directory, model)
         else:
             epochs_without_gain += 1
             if (
@@ -334,28 +332,11 @@ def read_task_data(
     label_names = task.label_names(train)
     dev = None
     if dev_fraction:
-        train, dev = holdout_split(task, train, dev_fraction)
-    if max_train_examples is not None and max_train_examples < len(train):
-        train = random.Random(DATA_SPLIT_SEED).sample(train, max_train_examples)
+        train, dev = holdout_split(train, dev_fraction, task.holdout_group)
+    train = subsample(train, max_train_examples)
     if dev_path is not None:
         dev = task.read_gold(dev_path, label_names)
     return TaskData(train, dev, label_names)
-
-
-def holdout_split(task: Task, examples: list, fraction: float) -> tuple[list, list]:
-    """(train, dev): about `fraction` of the example groups (`Task.holdout_group`) go to dev."""
-    groups: dict[object, list[int]] = {}
-    for index, example in enumerate(examples):
-        groups.setdefault(task.holdout_group(example, index), []).append(index)
-    keys = list(groups)
-    random.Random(DATA_SPLIT_SEED).shuffle(keys)
-    num_dev = max(1, round(fraction * len(keys)))
-    if num_dev >= len(keys):
-        raise ValueError(f"too few examples to hold out {fraction:.0%} as dev data")
-    dev_indices = sorted(index for key in keys[:num_dev] for index in groups[key])
-    dev_set = set(dev_indices)
-    train = [example for index, example in enumerate(examples) if index not in dev_set]
-    return train, [examples[index] for index in dev_indices]
 
 
 def build_model(
@@ -423,7 +404,7 @@ def finetune_task(
     result = train_task_model(
         model, features, config, out, evaluate, task.primary_metric, save, show_progress
     )
-    write_atomically(out / RESULT_FILE, json.dumps(result.to_json(), indent=2) + "\n")
+    write_json(out / RESULT_FILE, result.to_json())
     return result
 
 
@@ -441,7 +422,7 @@ def finetune_seeds(
 ) -> dict[str, Any]:
     """One run per seed in `out/seed-S`; the best run's model is copied to `out/best`.
 
-    Small GLUE tasks swing by several points between seeds (BERT §4.1 reruns BERT-Large with
+    Small GLUE tasks swing by several points between seeds (BERT Sec. 4.1 reruns BERT-Large with
     random restarts), so the summary gives each dev metric's mean, median and standard deviation
     (sample, n - 1) over the seeds, and writes it to `out/seeds.json`.
     """
@@ -455,12 +436,10 @@ def finetune_seeds(
         )
     summary = summarize_seeds(results, task.primary_metric)
     best = max(results, key=lambda r: r.best_metrics.get(task.primary_metric, -math.inf))
-    replace_directory(
-        out / BEST_DIR,
-        lambda directory: shutil.copytree(best.best_dir, directory, dirs_exist_ok=True),
-    )
+    with atomic_directory(out / BEST_DIR) as directory:
+        shutil.copytree(best.best_dir, directory, dirs_exist_ok=True)
     summary["best_seed"] = best.seed
-    write_atomically(out / SEEDS_FILE, json.dumps(summary, indent=2) + "\n")
+    write_json(out / SEEDS_FILE, summary)
     return summary
 
 

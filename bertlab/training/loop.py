@@ -30,17 +30,14 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from bertlab.atomic import atomic_directory
 from bertlab.checkpoint import load_into, read_weights
 from bertlab.config import PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
-from bertlab.tokenization import Tokenizer
-from bertlab.training import checkpointing
-from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
-from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmup_decay
-from bertlab.training.runtime import (
+from bertlab.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
     autocast,
@@ -49,6 +46,10 @@ from bertlab.training.runtime import (
     set_rng_state,
     set_seed,
 )
+from bertlab.tokenization import Tokenizer
+from bertlab.training import checkpointing
+from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
+from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmup_decay
 
 logger = logging.getLogger(__name__)
 
@@ -426,22 +427,23 @@ class _Run:
             "schedule": self.schedule.state_dict(),
             "rng": states,
         }
-        path = checkpointing.save_checkpoint(
-            self.out_dir, self.progress.step, self.model, state, self.config.keep_checkpoints
+        checkpointing.save_checkpoint(
+            self.out_dir,
+            self.progress.step,
+            self.model,
+            self.tokenizer,
+            state,
+            self.config.keep_checkpoints,
         )
-        self.tokenizer.save_pretrained(path)
         self._plot()  # curves.png follows the run checkpoint by checkpoint
 
     def _save_final(self) -> Path:
         if self.metrics is not None:
             self._plot()
         final = self.out_dir / FINAL_DIR
-
-        def write(directory: Path) -> None:
+        with atomic_directory(final) as directory:
             self.model.save_pretrained(directory)
             self.tokenizer.save_pretrained(directory)
-
-        checkpointing.replace_directory(final, write)
         return final
 
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bertlab.atomic import atomic_file, write_text
+
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
 FIGURE_COLUMNS = 2
@@ -42,10 +44,10 @@ class MetricsLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is None:
-            self.path.write_text("", encoding="utf-8")
+            write_text(self.path, "")
         else:
             kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+            write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
 
     def log(self, kind: str, step: int, **values: float) -> dict[str, Any]:
         record = {"kind": kind, "step": step, **values}
@@ -107,10 +109,9 @@ def plot_curves(
     figure.suptitle(title)
     figure.tight_layout()
     out_path = Path(out_path)
-    temporary = out_path.with_name(f".{out_path.name}.tmp.png")
-    figure.savefig(temporary, dpi=FIGURE_DPI)
+    with atomic_file(out_path) as temporary:
+        figure.savefig(temporary, dpi=FIGURE_DPI)
     plt.close(figure)
-    os.replace(temporary, out_path)
     return out_path
 
 

@@ -7,39 +7,43 @@ import json
 import pytest
 import torch
 
-from bertlab.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.cli import build_parser, main
-from bertlab.cli.common import CommandError
-from bertlab.cli.pretrain import _fill_defaults
+from bertlab.cli.pretrain import pretrain_run
 from bertlab.config import PRESETS, BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.modeling import BertEmbeddings, BertForPreTraining
 from bertlab.tokenization import Tokenizer
+from bertlab.training.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.training.metrics_log import read_metrics
 
 
-def _parse(*argv: str):
-    return build_parser().parse_args(["pretrain", "--corpus", "c.txt", "--out", "o", *argv])
+def _run(*argv: str):
+    args = build_parser().parse_args(["pretrain", "--corpus", "c.txt", "--out", "o", *argv])
+    return pretrain_run(args)
 
 
 def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
     recipe = budget_recipe(3600)
-    args = _parse("--budget", "1h", "--max-seq-length", "64")
-    assert _fill_defaults(args) == recipe
-    assert args.max_time == 3600
-    assert args.max_seq_length == 64  # given: kept
-    assert (args.objective, args.mlm_probability) == (recipe.objective, recipe.mlm_probability)
-    assert (args.learning_rate, args.schedule) == (recipe.learning_rate, recipe.schedule)
-    assert (args.batch_size, args.pretrain_dropout) == (recipe.batch_size, recipe.dropout)
-    assert args.model_size == recipe.model_size == "mini"  # the recipe's own shape for an hour
-    assert args.position_init == recipe.position_init == "sinusoidal"
-    assert _parse("--budget", "1h", "--position-init", "normal").position_init == "normal"
-    args = _parse("--budget", "1h", "--model-size", "tiny", "--learning-rate", "2e-3")
-    _fill_defaults(args)
-    assert (args.model_size, args.learning_rate) == ("tiny", 2e-3)
+    run = _run("--budget", "1h", "--max-seq-length", "64")
+    data, loop = run.data_config(), run.loop_config()
+    assert run.recipe() == recipe
+    assert loop.max_time == 3600 and loop.max_steps is None
+    assert data.max_seq_length == 64  # given: kept
+    assert (data.objective, data.mlm_probability) == (recipe.objective, recipe.mlm_probability)
+    assert data.max_predictions_per_seq == 26  # ceil(64 * 0.4)
+    assert data.pack_sequences
+    assert (loop.learning_rate, loop.schedule) == (recipe.learning_rate, recipe.schedule)
+    assert (loop.batch_size, run.pretrain_dropout()) == (recipe.batch_size, recipe.dropout)
+    assert run.shape() == recipe.model_size == "mini"  # the recipe's own shape for an hour
+    assert run.vocabulary_size() == recipe.vocab_size
+    assert run.position_initialization() == recipe.position_init == "sinusoidal"
+    assert _run("--budget", "1h", "--position-init", "normal").position_initialization() == "normal"
+    run = _run("--budget", "1h", "--model-size", "tiny", "--learning-rate", "2e-3")
+    assert (run.shape(), run.loop_config().learning_rate) == ("tiny", 2e-3)
+    assert not _run("--budget", "1h", "--objective", "mlm+nsp").data_config().pack_sequences
 
 
 def test_the_shape_and_its_peak_rate_follow_the_budget() -> None:
-    """BERT-Tiny below half an hour, BERT-mini from there on (docs/budget.md §3.6)."""
+    """BERT-Tiny below half an hour, BERT-mini from there on (docs/budget.md#why-each-choice)."""
     for seconds in (60, 10 * 60, 30 * 60 - 1):
         recipe = budget_recipe(seconds)
         assert (recipe.model_size, recipe.learning_rate) == ("tiny", 2e-3)
@@ -51,14 +55,17 @@ def test_the_shape_and_its_peak_rate_follow_the_budget() -> None:
 
 
 def test_without_budget_the_configs_defaults_apply() -> None:
-    args = _parse("--max-steps", "10")
-    assert _fill_defaults(args) is None
-    assert args.learning_rate == PretrainConfig.learning_rate
-    assert args.objective == PretrainDataConfig.objective
-    assert args.max_seq_length == PretrainDataConfig.max_seq_length
-    assert args.model_size == "mini"
-    assert args.pretrain_dropout is None  # the config's own dropout
-    assert args.position_init == "normal"  # BERT's initialization
+    run = _run("--max-steps", "10", "--tokenizer", "vocab.txt")
+    data, loop = run.data_config(), run.loop_config()
+    assert run.recipe() is None
+    assert loop.learning_rate == PretrainConfig.learning_rate
+    assert data.objective == PretrainDataConfig.objective
+    assert data.max_seq_length == PretrainDataConfig.max_seq_length
+    assert data.max_predictions_per_seq == 20  # ceil(128 * 0.15), Google's flag
+    assert run.shape() == "mini"
+    assert run.pretrain_dropout() is None  # the config's own dropout
+    assert run.final_dropout() is None  # the config.json is left as trained
+    assert run.position_initialization() == "normal"  # BERT's initialization
 
 
 def test_a_new_model_starts_from_sinusoidal_positions_when_asked(pretrain_files, tmp_path):
@@ -81,11 +88,16 @@ def test_a_new_model_starts_from_sinusoidal_positions_when_asked(pretrain_files,
 
 
 def test_position_init_is_refused_with_init_from() -> None:
-    args = _parse("--max-steps", "1", "--init-from", "m", "--position-init", "sinusoidal")
-    with pytest.raises(CommandError, match="--init-from keeps"):
-        _fill_defaults(args)
+    with pytest.raises(ValueError, match="init_from keeps"):
+        _run("--max-steps", "1", "--init-from", "m", "--position-init", "sinusoidal")
     # the recipe's own choice is no request: --budget with --init-from still runs
-    _fill_defaults(_parse("--budget", "1h", "--init-from", "m"))
+    run = _run("--budget", "1h", "--init-from", "m")
+    assert run.shape() is None and run.pretrain_dropout() is None  # the model's own
+
+
+def test_a_shape_is_given_once() -> None:
+    with pytest.raises(ValueError, match="one of model_size, model_config and init_from"):
+        _run("--max-steps", "1", "--tokenizer", "v", "--model-size", "tiny", "--config", "c")
 
 
 def test_budget_must_be_positive() -> None:
@@ -154,5 +166,5 @@ def test_budget_excludes_other_budgets_and_a_tokenizer_is_needed_without_it(
     out = tmp_path / "run"
     code = main(["pretrain", "--corpus", str(corpus), "--out", str(out), "--max-steps", "1"])
     assert code == 1
-    assert "give --tokenizer" in capsys.readouterr().err
+    assert "give a tokenizer" in capsys.readouterr().err
     assert not (out / "final").exists()

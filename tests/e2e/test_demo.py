@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
+from bertlab.apps.demo import RECIPES, run_demo
 from bertlab.cli import main
-from bertlab.demo import RECIPES, run_demo
 
 TINY = {
     "vocab_size": 2000,

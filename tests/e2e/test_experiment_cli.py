@@ -14,27 +14,22 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertlab.budget import budget_recipe
-from bertlab.cli import build_parser, main
-from bertlab.config import BertConfig
-from bertlab.experiment import (
-    TASK_TEXT_GROUP,
-    TASKS,
-    TEST_FILE,
+from bertlab.apps.flows import TEST_FILE, summary
+from bertlab.apps.transfer import (
     TransferConfig,
     _point_models,
-    _seeded_random_encoder,
-    _task_splits,
+    _scratch_twin,
     experiment_settings,
-    phrase_roots,
-    pretrain_argv,
-    results_table,
-    summary,
-    verdict,
-    write_task_text,
+    prepare_task_text,
 )
+from bertlab.apps.transfer_data import ROWS, TASK_TEXT_GROUP, task_splits
+from bertlab.apps.transfer_report import results_table, verdict
+from bertlab.cli import main
+from bertlab.config import BertConfig
+from bertlab.data.tasks.splits import phrase_roots
 from bertlab.modeling import BertModel
 from bertlab.tokenization import Tokenizer
+from bertlab.training.budget import budget_recipe
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 
@@ -183,22 +178,20 @@ def test_missing_data_is_named_before_anything_runs(tmp_path, capsys) -> None:
 
 def test_task_text_holds_the_training_parts_and_nothing_held_out(tmp_path, monkeypatch) -> None:
     # sst2-1k fine-tunes on 50 labels of this small SST-2 file.
-    few = tuple(
-        replace(s, max_train_examples=50) if s.name == "sst2-1k" else s for s in TASKS["en"]
-    )
-    monkeypatch.setitem(TASKS, "en", few)
+    few = tuple(replace(s, max_train_examples=50) if s.name == "sst2-1k" else s for s in ROWS["en"])
+    monkeypatch.setitem(ROWS, "en", few)
     data = _data_dir(tmp_path / "data")
     out = tmp_path / "experiment"
     out.mkdir()
     config = TransferConfig(data, out, tasks=("sst2-1k", "stsb"), task_text_repeats=2)
-    path, counts = write_task_text(config)
+    path, counts = prepare_task_text(config)
     text = path.read_text(encoding="utf-8")
     documents = [document.splitlines() for document in text.strip("\n").split("\n\n")]
     lines = Counter(line for document in documents for line in document)
-    specs = {spec.name: spec for spec in TASKS["en"]}
+    specs = {spec.name: spec for spec in ROWS["en"]}
     # SST-2: every whole sentence of the training part, the 50 labelled ones and the rest,
     # twice; none of its phrases; no sentence of the dev or test split.
-    _, sst2, sst2_test = _task_splits(config, replace(specs["sst2-1k"], max_train_examples=None))
+    _, sst2, sst2_test = task_splits(data, replace(specs["sst2-1k"], max_train_examples=None))
     texts = [example.text_a for example in sst2.train]
     sentences = Counter(
         t for i, (t, root) in enumerate(zip(texts, phrase_roots(texts), strict=True)) if root == i
@@ -208,7 +201,7 @@ def test_task_text_holds_the_training_parts_and_nothing_held_out(tmp_path, monke
     phrases = set(texts) - set(sentences)
     assert phrases and not phrases & set(lines)
     # STS-B: each pair as two lines of one document, twice.
-    _, stsb, stsb_test = _task_splits(config, specs["stsb"])
+    _, stsb, stsb_test = task_splits(data, specs["stsb"])
     pairs = Counter(
         (document[i], document[i + 1]) for document in documents for i in range(len(document) - 1)
     )
@@ -221,12 +214,12 @@ def test_task_text_holds_the_training_parts_and_nothing_held_out(tmp_path, monke
     assert sum(lines.values()) == 2 * (sum(sentences.values()) + 2 * len(stsb.train))
     assert max(len(document) for document in documents) <= 2 * TASK_TEXT_GROUP
     # The same settings write the same bytes, so a continued run finds its tokenized corpus.
-    write_task_text(config)
+    prepare_task_text(config)
     assert path.read_text(encoding="utf-8") == text
     # The pre-training corpus starts with it (the held-out documents are the corpus's last), and
     # the settings record it.
-    args = build_parser().parse_args(pretrain_argv(config, out / "pretrain"))
-    assert args.corpus[0] == str(path) and len(args.corpus) == 3
+    run = config.pretrain_run()
+    assert run.corpus[0] == path and len(run.corpus) == 3
     settings = experiment_settings(config)
     assert (settings["task_text_repeats"], settings["task_text_tasks"]) == (2, ["sst2-1k", "stsb"])
     # Without it, the settings are those of earlier experiments, which still continue.
@@ -242,25 +235,24 @@ def test_with_next_sentence_prediction_each_task_example_is_a_document(tmp_path)
     config = TransferConfig(
         data, out, tasks=("sst2", "stsb"), task_text_repeats=2, pretrain_objective="mlm+nsp"
     )
-    path, counts = write_task_text(config)
+    path, counts = prepare_task_text(config)
     documents = [d.splitlines() for d in path.read_text(encoding="utf-8").strip("\n").split("\n\n")]
     # A pair is a document of its own, its two sentences in order: NSP's A and its real B.
-    _, stsb, _ = _task_splits(config, next(s for s in TASKS["en"] if s.name == "stsb"))
+    _, stsb, _ = task_splits(data, next(s for s in ROWS["en"] if s.name == "stsb"))
     pairs = Counter(tuple(document) for document in documents if len(document) == 2)
     assert pairs == Counter({(e.text_a, e.text_b): 2 for e in stsb.train})
     # An SST-2 sentence is a document of one line, never grouped with unrelated sentences.
     singles = [document for document in documents if len(document) == 1]
     assert len(singles) == 2 * counts["sst2"] and len(documents) == 2 * sum(counts.values())
     # The pre-training command and the settings carry the objective.
-    args = build_parser().parse_args(pretrain_argv(config, out / "pretrain"))
-    assert args.objective == "mlm+nsp"
+    assert config.pretrain_run().objective == "mlm+nsp"
     assert experiment_settings(config)["pretrain_objective"] == "mlm+nsp"
     # Left unset: the recipe's (MLM), the task text grouped, and the settings of earlier runs.
     plain = replace(config, pretrain_objective=None)
     assert plain.objective() == "mlm"
-    assert build_parser().parse_args(pretrain_argv(plain, out / "pretrain")).objective is None
+    assert plain.pretrain_run().objective is None
     assert "pretrain_objective" not in experiment_settings(plain)
-    write_task_text(plain)
+    prepare_task_text(plain)
     grouped = path.read_text(encoding="utf-8").strip("\n").split("\n\n")
     assert len(grouped) < len(documents)
     with pytest.raises(ValueError, match="unknown pre-training objective 'clm'"):
@@ -272,23 +264,24 @@ def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> Non
     chosen = TransferConfig(
         tmp_path, tmp_path, model_size="mini", pretrain_learning_rate=1e-3, tokenizer=vocab
     )
-    args = build_parser().parse_args(pretrain_argv(chosen, tmp_path / "pretrain"))
-    assert (args.model_size, args.learning_rate, args.budget) == ("mini", 1e-3, 3600)
-    assert args.tokenizer == str(vocab)
+    run = chosen.pretrain_run()
+    assert (run.model_size, run.learning_rate, run.budget) == ("mini", 1e-3, 3600)
+    assert run.tokenizer == vocab and run.out == tmp_path / "pretrain"
+    assert run.loop_config().learning_rate == 1e-3
     # Left unset, the budget recipe fills them (`bertlab pretrain --budget`).
-    args = build_parser().parse_args(pretrain_argv(TransferConfig(tmp_path, tmp_path), tmp_path))
-    assert (args.model_size, args.learning_rate, args.tokenizer) == (None, None, None)
+    run = TransferConfig(tmp_path, tmp_path).pretrain_run()
+    assert (run.model_size, run.learning_rate, run.tokenizer) == (None, None, None)
+    assert (run.shape(), run.loop_config().learning_rate) == ("mini", 1e-3)
 
 
 def test_the_masking_rate_reaches_pretraining_and_the_settings(tmp_path) -> None:
-    chosen = TransferConfig(tmp_path, tmp_path, pretrain_mlm_probability=0.4)
-    args = build_parser().parse_args(pretrain_argv(chosen, tmp_path / "pretrain"))
-    assert args.mlm_probability == 0.4 and chosen.mlm_probability() == 0.4
-    assert experiment_settings(chosen)["pretrain_mlm_probability"] == 0.4
+    chosen = TransferConfig(tmp_path, tmp_path, pretrain_mlm_probability=0.3)
+    assert chosen.pretrain_run().mlm_probability == 0.3 and chosen.mlm_probability() == 0.3
+    assert experiment_settings(chosen)["pretrain_mlm_probability"] == 0.3
     # Left unset: the recipe's rate, and the settings of earlier experiments, which still continue.
     plain = TransferConfig(tmp_path, tmp_path)
     assert plain.mlm_probability() == budget_recipe(3600).mlm_probability
-    assert build_parser().parse_args(pretrain_argv(plain, tmp_path)).mlm_probability is None
+    assert plain.pretrain_run().mlm_probability is None
     assert "pretrain_mlm_probability" not in experiment_settings(plain)
     with pytest.raises(ValueError, match=r"masking rate must be in \(0, 1\), got 1.5"):
         TransferConfig(tmp_path, tmp_path, pretrain_mlm_probability=1.5)
@@ -324,7 +317,7 @@ def test_finetune_dropout_reaches_every_model_and_leaves_the_pretrained_one(tmp_
     Tokenizer.from_pretrained(_vocab_file(tmp_path, vocab)).save_pretrained(final)
     config = TransferConfig(tmp_path, tmp_path / "out", points=(), finetune_dropout=0.0)
     models = _point_models(config, final.parent, say=lambda line: None)
-    random_encoder = _seeded_random_encoder(models[0], 1, "sinusoidal", config.finetune_dropout)
+    random_encoder = _scratch_twin(config, models[0], 1)
     for directory in (models[60.0], random_encoder):
         found = BertConfig.from_json_file(directory / "config.json")
         assert found.hidden_dropout_prob == found.attention_probs_dropout_prob == 0.0

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from bertlab.data.task_collate import sorted_length_batches
+from bertlab.data.collate import sorted_length_batches
 from bertlab.features import iterate_encoded, pad_sequences, pooled_features
 from bertlab.modeling import BertModel
 

@@ -10,10 +10,11 @@ import torch
 
 from bertlab.config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
+from bertlab.data.tasks.splits import holdout_split
 from bertlab.data.tasks.squad import Answer, SquadExample
 from bertlab.heads import BertForSequenceClassification
+from bertlab.task_families import make_task
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
-from bertlab.training.checkpointing import replace_directory
 from bertlab.training.finetune import (
     FinetuneLoop,
     FinetuneResult,
@@ -21,13 +22,11 @@ from bertlab.training.finetune import (
     TaskData,
     apply_freezing,
     finetune_task,
-    holdout_split,
     read_task_data,
     summarize_seeds,
     train_task_model,
 )
 from bertlab.training.metrics_log import MetricsLog, read_metrics
-from bertlab.training.task_inference import make_task
 
 WORDS = "good great fine bad awful poor movie film the a was is".split()
 
@@ -148,23 +147,6 @@ def test_early_stopping_after_patience_epochs(model, tmp_path):
     assert result.best_metrics == {"accuracy": 0.7}
 
 
-def test_replace_directory_keeps_the_old_one_when_writing_fails(tmp_path):
-    target = tmp_path / "best"
-    replace_directory(target, lambda d: (d / "a.txt").write_text("one"))
-    assert (target / "a.txt").read_text() == "one"
-
-    def fail(directory):
-        (directory / "a.txt").write_text("half")
-        raise OSError("disk full")
-
-    with pytest.raises(OSError, match="disk full"):
-        replace_directory(target, fail)
-    assert (target / "a.txt").read_text() == "one"
-    assert [path.name for path in tmp_path.iterdir()] == ["best"]
-    replace_directory(target, lambda d: (d / "b.txt").write_text("two"))
-    assert [path.name for path in target.iterdir()] == ["b.txt"]
-
-
 def test_summarize_seeds_mean_median_std():
     results = [
         FinetuneResult(seed, 1, {"accuracy": value}, 1, False, None)
@@ -182,7 +164,7 @@ def test_holdout_split_keeps_a_squad_article_on_one_side():
         return SquadExample(str(index), "q?", title + " text", (Answer("text", 0),), title=title)
 
     examples = [question(index, f"article{index % 5}") for index in range(40)]
-    train, dev = holdout_split(make_task("squad"), examples, 0.2)
+    train, dev = holdout_split(examples, 0.2, make_task("squad").holdout_group)
     assert len(train) + len(dev) == 40 and len(dev) == 8
     assert not {e.title for e in train} & {e.title for e in dev}
 

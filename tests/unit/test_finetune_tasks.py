@@ -9,12 +9,11 @@ import torch
 from bertlab.data.tasks.ner import TaggedSentence
 from bertlab.heads import BertForSequenceClassification
 from bertlab.metrics import METRIC_SETS
-from bertlab.training.task_inference import (
+from bertlab.task_families import (
     PRIMARY_METRIC,
     make_task,
     predict_rows,
     read_token_lines,
-    write_atomically,
 )
 
 
@@ -59,10 +58,3 @@ def test_predict_rows_returns_rows_in_input_order(tiny_config):
         with torch.no_grad():
             alone = model(torch.tensor([feature["input_ids"]])).logits[0].numpy()
         np.testing.assert_allclose(row, alone, atol=1e-5)
-
-
-def test_write_atomically_leaves_no_temporary_file(tmp_path):
-    target = tmp_path / "out" / "predictions.jsonl"
-    write_atomically(target, "x\n")
-    assert target.read_text() == "x\n"
-    assert [path.name for path in target.parent.iterdir()] == ["predictions.jsonl"]

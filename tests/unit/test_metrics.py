@@ -13,6 +13,7 @@ import sklearn.metrics
 from seqeval.scheme import IOBES
 
 from bertlab import metrics
+from bertlab.data.tasks.scoring import compute_metrics
 
 TASK_DATA = Path(__file__).resolve().parent.parent / "data" / "tasks"
 ENTITY_TYPES = ("PER", "LOC", "ORG")
@@ -168,10 +169,10 @@ def test_squad_unanswerable_question_wants_empty_prediction():
 def test_compute_metrics_returns_the_glue_standard_set(task, keys, rng):
     references = rng.integers(0, 2, 50).tolist()
     predictions = rng.integers(0, 2, 50).tolist()
-    result = metrics.compute_metrics(task, predictions, references)
+    result = compute_metrics(task, predictions, references)
     assert set(result) == keys
     if "f1" in result:
-        string_result = metrics.compute_metrics(
+        string_result = compute_metrics(
             task, [str(label) for label in predictions], [str(label) for label in references]
         )
         assert string_result == result
@@ -179,17 +180,17 @@ def test_compute_metrics_returns_the_glue_standard_set(task, keys, rng):
 
 
 def test_compute_metrics_other_families():
-    assert set(metrics.compute_metrics("stsb", [1.0, 2.0, 3.5], [1.2, 2.5, 3.0])) == {
+    assert set(compute_metrics("stsb", [1.0, 2.0, 3.5], [1.2, 2.5, 3.0])) == {
         "pearson",
         "spearman",
     }
     tags = [["B-PER", "O"]]
-    assert metrics.compute_metrics("conll2003", tags, tags) == {
+    assert compute_metrics("conll2003", tags, tags) == {
         "precision": 1.0,
         "recall": 1.0,
         "f1": 1.0,
     }
-    assert metrics.compute_metrics("squad", {"q": "x"}, {"q": ["x"]}) == {
+    assert compute_metrics("squad", {"q": "x"}, {"q": ["x"]}) == {
         "exact_match": 100.0,
         "f1": 100.0,
     }
@@ -201,4 +202,4 @@ def test_metric_inputs_that_do_not_pair_up_are_rejected():
     with pytest.raises(ValueError, match="sentence 0"):
         metrics.entity_f1([["O"]], [["O", "O"]])
     with pytest.raises(ValueError, match="unknown task"):
-        metrics.compute_metrics("glue", [0], [0])
+        compute_metrics("glue", [0], [0])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bertlab.data.tasks.squad import gold_answers, read_squad
-from bertlab.data.tasks.squad_features import MAX_ANSWER_LENGTH, decode_squad, encode_squad
+from bertlab.data.tasks.squad_encoding import MAX_ANSWER_LENGTH, decode_squad, encode_squad
 from bertlab.metrics import squad_em_f1, squad_exact_match
 from bertlab.tokenization import Tokenizer
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.data.task_collate import (
+from bertlab.data.collate import (
     collate_task_batch,
     feature_lengths,
     length_grouped_batches,
     sorted_length_batches,
 )
 from bertlab.data.tasks.classification import Example
-from bertlab.data.tasks.features import (
+from bertlab.data.tasks.encoding import (
     encode_classification,
     encode_multiple_choice,
     encode_tagging,
@@ -26,7 +26,7 @@ from bertlab.data.tasks.features import (
 from bertlab.data.tasks.multiple_choice import MultipleChoiceExample
 from bertlab.data.tasks.ner import TaggedSentence
 from bertlab.data.tasks.squad import Answer, SquadExample
-from bertlab.data.tasks.squad_features import (
+from bertlab.data.tasks.squad_encoding import (
     context_windows,
     decode_squad,
     encode_squad,

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.training.metrics_log import MetricsLog, plot_curves, read_metrics
-from bertlab.training.runtime import (
+from bertlab.runtime import (
     DistributedContext,
     autocast,
     resolve_precision,
@@ -14,6 +13,7 @@ from bertlab.training.runtime import (
     set_rng_state,
     set_seed,
 )
+from bertlab.training.metrics_log import MetricsLog, plot_curves, read_metrics
 
 
 def test_rng_state_round_trip_continues_every_generator():

@@ -2,7 +2,7 @@
 
 SWAG (Zellers et al. 2018) CSV columns, found by header name: `video-id, fold-ind, startphrase,
 sent1, sent2, gold-source, ending0..ending3, label` (the released files also start with an unnamed
-index column). As in BERT's SWAG setup (paper §4.4), the context is `sent1` and each choice is
+index column). As in BERT's SWAG setup (paper Sec. 4.4), the context is `sent1` and each choice is
 `sent2` followed by one ending. SWAG's test file has no `label` column; its examples get None.
 
 Generic JSON Lines: `{"id"?, "context"?, "question"?, "choices": [...], "label"?: int}` per

@@ -1,8 +1,16 @@
-"""Tasks by name: which reader, labels and metrics each benchmark uses.
+"""The task registry: every named task is declared here once, and everything else reads it.
 
-The generic `classification` task needs a `ColumnSpec` to be read, so it is not here; use
-`classification.read_classification`. The generic `tagging`, `qa` and `multiple-choice` tasks read
-fixed formats and are listed.
+A declaration says how the task's files are read (its reader, one function of this package),
+which family it belongs to (the head and the prediction format, `bertlab.task_families`), its
+labels, its metric set (`bertlab.metrics.METRIC_SETS`), where its training file lies in the
+shared data layout, and its fine-tuning defaults. `bertlab finetune|evaluate|predict|score`
+take `--task NAME` from here, `bertlab experiment transfer` finds its files here, and the
+docs' task list is checked against it (`tests/unit/test_task_registry.py`).
+
+The generic `classification` task needs the columns of its files (`ColumnSpec`), so it is built
+by `bertlab.task_families.make_task` rather than declared; the generic `tagging`, `qa` and
+`multiple-choice` tasks read fixed formats and are declared. CONTRIBUTING.md walks through
+adding a task. This module imports no torch and no metric library, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -16,14 +24,18 @@ from bertlab.data.tasks.classification import GLUE_LABELS, read_chnsenticorp, re
 from bertlab.data.tasks.multiple_choice import read_multiple_choice, read_swag
 from bertlab.data.tasks.ner import read_conll, read_tagging
 from bertlab.data.tasks.squad import read_squad
-from bertlab.metrics import TASK_METRICS
 
 FAMILIES = ("classification", "tagging", "qa", "multiple-choice")
+GENERIC_CLASSIFICATION = "classification"  # built from its columns by `make_task`
+# Fine-tuning defaults: google-research/bert's run_classifier.py (max_seq_length 128) and the
+# BERT paper's Appendix A.3 (2 to 4 epochs).
+DEFAULT_MAX_SEQ_LENGTH = 128
+DEFAULT_EPOCHS = 3
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """How a named task is read and scored.
+    """How a named task is read, scored and fine-tuned by default.
 
     Attributes:
         name: the task name (`cola`, `conll2003`, ...).
@@ -32,9 +44,16 @@ class TaskSpec:
         labels: the fixed label list (label id = position); None for regression, for tagging
             (tags come from the training data) and for span and choice tasks.
         metrics: the metric set, a key of `bertlab.metrics.METRIC_SETS`.
+        description: one line for `--help` and the docs' task list.
         is_regression: the label is a real number (STS-B).
         is_pair: examples have a second text.
         dev_files: file names of the evaluation split(s) in the task's data folder.
+        lang: the language of the data ("en", "zh"); None for the generic tasks.
+        train_file: the training file, relative to the shared data folder (`../shared/data`).
+        max_seq_length: the default input length of fine-tuning, special tokens included.
+        epochs: the default number of fine-tuning epochs.
+        split_by_sentence: the training file holds every phrase of its sentences (SST-2), so
+            held-out splits must hold out whole sentences (`bertlab.data.tasks.splits`).
     """
 
     name: str
@@ -42,12 +61,47 @@ class TaskSpec:
     read: Callable[[Path | str], list]
     labels: tuple[str, ...] | None
     metrics: str
+    description: str
     is_regression: bool = False
     is_pair: bool = False
     dev_files: tuple[str, ...] = ("dev.tsv",)
+    lang: str | None = None
+    train_file: str | None = None
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    epochs: int = DEFAULT_EPOCHS
+    split_by_sentence: bool = False
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"task {self.name}: unknown family {self.family!r}; one of {FAMILIES}")
 
 
-def _glue(name: str, is_pair: bool = True) -> TaskSpec:
+# The GLUE-standard metric set of each task (GLUE paper, Table 1).
+_GLUE_METRICS = {
+    "cola": "mcc",
+    "sst2": "accuracy",
+    "mrpc": "accuracy_f1",
+    "stsb": "pearson_spearman",
+    "qqp": "accuracy_f1",
+    "mnli": "accuracy",
+    "qnli": "accuracy",
+    "rte": "accuracy",
+    "wnli": "accuracy",
+}
+_GLUE_FOLDERS = {
+    "cola": "CoLA",
+    "sst2": "SST-2",
+    "mrpc": "MRPC",
+    "stsb": "STS-B",
+    "qqp": "QQP",
+    "mnli": "MNLI",
+    "qnli": "QNLI",
+    "rte": "RTE",
+    "wnli": "WNLI",
+}
+
+
+def _glue(name: str, description: str, is_pair: bool = True, **defaults) -> TaskSpec:
     labels = GLUE_LABELS[name]
     dev_files = ("dev_matched.tsv", "dev_mismatched.tsv") if name == "mnli" else ("dev.tsv",)
     return TaskSpec(
@@ -55,43 +109,145 @@ def _glue(name: str, is_pair: bool = True) -> TaskSpec:
         family="classification",
         read=functools.partial(read_glue, name),
         labels=labels,
-        metrics=TASK_METRICS[name],
+        metrics=_GLUE_METRICS[name],
+        description=description,
         is_regression=labels is None,
         is_pair=is_pair,
         dev_files=dev_files,
+        lang="en",
+        train_file=f"glue/{_GLUE_FOLDERS[name]}/train.tsv",
+        **defaults,
     )
 
 
-TASKS: dict[str, TaskSpec] = {
-    "cola": _glue("cola", is_pair=False),
-    "sst2": _glue("sst2", is_pair=False),
-    "mrpc": _glue("mrpc"),
-    "stsb": _glue("stsb"),
-    "qqp": _glue("qqp"),
-    "mnli": _glue("mnli"),
-    "qnli": _glue("qnli"),
-    "rte": _glue("rte"),
-    "wnli": _glue("wnli"),
-    "chnsenticorp": TaskSpec(
-        "chnsenticorp", "classification", read_chnsenticorp, ("0", "1"), "accuracy"
+def _declare(*specs: TaskSpec) -> dict[str, TaskSpec]:
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names) or GENERIC_CLASSIFICATION in names:
+        raise ValueError(f"task names must be distinct and not {GENERIC_CLASSIFICATION!r}")
+    return {spec.name: spec for spec in specs}
+
+
+TASKS: dict[str, TaskSpec] = _declare(
+    _glue("cola", "CoLA: is the sentence grammatical?", is_pair=False),
+    _glue("sst2", "SST-2: movie-review sentiment", is_pair=False, split_by_sentence=True),
+    _glue("mrpc", "MRPC: are the two sentences paraphrases?"),
+    _glue("stsb", "STS-B: how similar are the two sentences, 0 to 5"),
+    _glue("qqp", "QQP: are the two questions duplicates?"),
+    _glue("mnli", "MNLI: entailment, contradiction or neutral"),
+    _glue("qnli", "QNLI: does the sentence answer the question?"),
+    _glue("rte", "RTE: does the first sentence entail the second?"),
+    _glue("wnli", "WNLI: Winograd pronoun entailment"),
+    TaskSpec(
+        "chnsenticorp",
+        "classification",
+        read_chnsenticorp,
+        ("0", "1"),
+        "accuracy",
+        "ChnSentiCorp: Chinese hotel, laptop and book review sentiment",
+        lang="zh",
+        train_file="chnsenticorp/train.tsv",
     ),
-    "conll2003": TaskSpec(
-        "conll2003", "tagging", read_conll, None, "entity_f1", dev_files=("valid.txt",)
+    TaskSpec(
+        "conll2003",
+        "tagging",
+        read_conll,
+        None,
+        "entity_f1",
+        "CoNLL-2003: English named entities (PER, LOC, ORG, MISC)",
+        dev_files=("valid.txt",),
+        lang="en",
+        train_file="conll2003/train.txt",
     ),
-    "tagging": TaskSpec("tagging", "tagging", read_tagging, None, "entity_f1", dev_files=()),
-    "squad": TaskSpec("squad", "qa", read_squad, None, "squad", dev_files=("dev-v1.1.json",)),
-    "qa": TaskSpec("qa", "qa", read_squad, None, "squad", dev_files=()),
-    "swag": TaskSpec(
-        "swag", "multiple-choice", read_swag, None, "accuracy", dev_files=("val.csv",)
+    TaskSpec(
+        "wnut17",
+        "tagging",
+        read_tagging,
+        None,
+        "entity_f1",
+        "WNUT-17: emerging entities in social media text (6 types)",
+        dev_files=("dev.conll",),
+        lang="en",
+        train_file="wnut17/train.conll",
     ),
-    "multiple-choice": TaskSpec(
-        "multiple-choice", "multiple-choice", read_multiple_choice, None, "accuracy", dev_files=()
+    TaskSpec(
+        "wikiann",
+        "tagging",
+        read_tagging,
+        None,
+        "entity_f1",
+        "WikiANN (PAN-X) English: PER, LOC, ORG in Wikipedia sentences",
+        lang="en",
+        train_file="wikiann_en/train.tsv",
     ),
-}
+    TaskSpec(
+        "resume-ner",
+        "tagging",
+        read_tagging,
+        None,
+        "entity_f1",
+        "Resume NER: Chinese named entities in resumes (8 types, BMES)",
+        dev_files=(),
+        lang="zh",
+        train_file="resume_ner/train.char.bmes",
+    ),
+    TaskSpec(
+        "squad",
+        "qa",
+        read_squad,
+        None,
+        "squad",
+        "SQuAD v1.1: the answer's span in a paragraph",
+        dev_files=("dev-v1.1.json",),
+        lang="en",
+        train_file="squad_v1.1/train-v1.1.json",
+    ),
+    TaskSpec(
+        "swag",
+        "multiple-choice",
+        read_swag,
+        None,
+        "accuracy",
+        "SWAG: the most plausible continuation of four",
+        dev_files=("val.csv",),
+        lang="en",
+    ),
+    TaskSpec(
+        "tagging",
+        "tagging",
+        read_tagging,
+        None,
+        "entity_f1",
+        "your own tagged file: `token ... TAG` per line (BIO, IOB2 or BMES)",
+        dev_files=(),
+    ),
+    TaskSpec(
+        "qa",
+        "qa",
+        read_squad,
+        None,
+        "squad",
+        "your own questions in SQuAD's JSON layout",
+        dev_files=(),
+    ),
+    TaskSpec(
+        "multiple-choice",
+        "multiple-choice",
+        read_multiple_choice,
+        None,
+        "accuracy",
+        "your own multiple-choice JSON Lines",
+        dev_files=(),
+    ),
+)
 
 
 def get_task(name: str) -> TaskSpec:
     """The registered task, or a ValueError listing the known names."""
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
+        raise ValueError(f"unknown task {name!r}; known: {', '.join(task_names())}")
     return TASKS[name]
+
+
+def task_names() -> list[str]:
+    """Every name `--task` accepts: the registered tasks and the generic `classification`."""
+    return [*TASKS, GENERIC_CLASSIFICATION]

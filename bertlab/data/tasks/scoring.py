@@ -22,11 +22,30 @@ from pathlib import Path
 from bertlab.data.tasks.classification import ColumnSpec, read_classification
 from bertlab.data.tasks.files import at, read_json, read_jsonl
 from bertlab.data.tasks.ner import TaggedSentence, read_tagging
-from bertlab.data.tasks.registry import TASKS, TaskSpec
+from bertlab.data.tasks.registry import TaskSpec, get_task
 from bertlab.data.tasks.squad import gold_answers
 from bertlab.metrics import METRIC_SETS, squad_em_f1
 
 logger = logging.getLogger(__name__)
+
+
+def compute_metrics(task: str, predictions, references) -> dict[str, float]:
+    """The registered metric set of a task (for GLUE, the GLUE paper's Table 1).
+
+    CoLA: mcc. SST-2, MNLI, QNLI, RTE, WNLI, ChnSentiCorp, SWAG, multiple-choice: accuracy.
+    MRPC, QQP: accuracy and f1. STS-B: pearson and spearman. CoNLL-2003 and the other tagging
+    tasks: precision, recall and f1 over entities. SQuAD, qa: exact_match and f1 (percent).
+
+    Args:
+        task: a name in `TASKS`.
+        predictions: labels (ids or strings), scores, tag sequences, or for SQuAD a mapping
+            question id -> answer text; the same kind as `references`.
+        references: the gold values; for SQuAD a mapping question id -> gold answer texts.
+
+    Raises:
+        ValueError: an unknown task name, or predictions that do not pair up with references.
+    """
+    return METRIC_SETS[get_task(task).metrics](predictions, references)
 
 
 def score(
@@ -57,9 +76,7 @@ def score(
         gold = read_classification(gold_path, columns)
         metrics = "pearson_spearman" if columns.is_regression else "accuracy"
         return _score_labels(gold, predictions_path, None, columns.is_regression, metrics)
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: classification, {', '.join(TASKS)}")
-    spec = TASKS[task]
+    spec = get_task(task)
     return _FAMILY_SCORERS[spec.family](spec, gold_path, predictions_path)
 
 

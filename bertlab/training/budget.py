@@ -19,18 +19,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bertlab.atomic import write_json
+
 if TYPE_CHECKING:
     from bertlab.modeling import BertEmbeddings
 
 FINETUNE_DROPOUT = 0.1  # BERT's dropout, restored in the final model's config for fine-tuning
 POSITION_INITS = ("normal", "sinusoidal")  # see init_positions
 # From this budget on, BERT-mini (4 x 256) instead of BERT-Tiny (2 x 128): after 30 and 60 minutes
-# it reads half to a third of tiny's tokens but fine-tunes better, CoNLL-2003 by far (docs/budget.md
-# §3.6, §3.8). Below it tiny learns more per second (§2.6) and a 12-minute mini stays on the
-# unigram plateau (§2.8).
+# it reads half to a third of tiny's tokens but fine-tunes better, CoNLL-2003 by far; below it tiny
+# learns more per second and a 12-minute mini stays on the unigram plateau (docs/budget.md,
+# "Why each choice").
 LARGER_MODEL_MINUTES = 30.0
 LARGER_MODEL = "mini"
-LARGER_MODEL_LEARNING_RATE = 1e-3  # beat 2e-3 for mini (docs/budget.md §2.8)
+LARGER_MODEL_LEARNING_RATE = 1e-3  # beat 2e-3 for mini (docs/budget.md#why-each-choice)
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class BudgetRecipe:
     batch_size: int = 32
     objective: str = "mlm"
     pack_sequences: bool = True
-    mlm_probability: float = 0.4  # docs/budget.md §2.9
+    mlm_probability: float = 0.4  # leaves the unigram plateau first: docs/budget.md#why-each-choice
     learning_rate: float = 2e-3
     warmup_fraction: float = 0.1
     schedule: str = "one-cycle"
@@ -89,4 +91,4 @@ def restore_finetune_dropout(model_dir: str | Path, dropout: float = FINETUNE_DR
     path = Path(model_dir) / "config.json"
     values = json.loads(path.read_text(encoding="utf-8"))
     values["hidden_dropout_prob"] = values["attention_probs_dropout_prob"] = dropout
-    path.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_json(path, values, sort_keys=True)

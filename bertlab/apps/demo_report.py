@@ -1,16 +1,19 @@
-"""The demo's report folder: `report.md` and its figures (every one titled, with axis units)."""
+"""The demo's report folder: `report.md` and its figures (every one titled, with axis units).
+
+Everything is drawn from the demo's `results.json` and the runs' own files (`metrics.jsonl`,
+`test.json`): the report shows what that run measured and nothing else.
+"""
 
 from __future__ import annotations
 
 import json
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from bertlab.training.metrics_log import plot_curves, read_metrics
-
-if TYPE_CHECKING:
-    from bertlab.demo import DemoResult
+from bertlab.apps.flows import RESULTS_FILE, compare, read_test, seed_dir
+from bertlab.atomic import atomic_file, write_text
+from bertlab.training.metrics_log import METRICS_FILE, plot_curves, read_metrics
 
 FIGURE_DPI = 110
 PRETRAIN_PANELS = (
@@ -21,44 +24,34 @@ PRETRAIN_PANELS = (
 )
 
 
-def write_report(result: DemoResult, out: Path) -> Path:
-    """Figures first, then `report.md` that shows them."""
-    from bertlab.demo import RESULTS_FILE, recipe_dict, results_table
-
-    results = {
-        "recipe": recipe_dict(result.recipe),
-        "minutes": result.minutes,
-        "seeds": list(result.seeds),
-        "pretrain": result.pretrain,
-        "scores": result.scores,
-        "timings": result.timings,
-    }
-    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    records = read_metrics(out / "pretrain" / "metrics.jsonl")
+def write_report(out: Path) -> Path:
+    """Figures first, then `report.md` that shows them, from OUT/results.json."""
+    result = json.loads((out / RESULTS_FILE).read_text(encoding="utf-8"))
+    records = read_metrics(out / "pretrain" / METRICS_FILE)
     plot_curves(
         records,
         PRETRAIN_PANELS,
         out / "pretraining.png",
-        f"Pre-training ({result.minutes:g} min budget)",
+        f"Pre-training ({result['minutes']:g} min budget)",
         x_key="tokens",
         x_label="tokens seen",
     )
     _plot_finetuning(result, out / "finetuning.png")
     _plot_comparison(result, out / "comparison.png")
-    recipe = result.recipe
-    pretrain = result.pretrain
+    recipe = result["recipe"]
+    pretrain = result["pretrain"]
     first, last = pretrain.get("first_eval", {}), pretrain.get("eval", {})
     lines = [
-        f"# bertlab demo ({recipe.lang})",
+        f"# bertlab demo ({recipe['lang']})",
         "",
-        f"Total time {result.timings['total'] / 60:.1f} min: "
-        + ", ".join(f"{k} {v:.0f} s" for k, v in result.timings.items() if k != "total")
+        f"Total time {result['timings']['total'] / 60:.1f} min: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in result["timings"].items() if k != "total")
         + ".",
         "",
         "## 1. Vocabulary",
         "",
-        f"A {recipe.vocab_size:,}-piece WordPiece vocabulary trained on `{recipe.corpus}`.",
-        f"`{recipe.example_sentence}` becomes `{' '.join(result.tokenization)}`.",
+        f"A {recipe['vocab_size']:,}-piece WordPiece vocabulary trained on `{recipe['corpus']}`.",
+        f"`{recipe['example_sentence']}` becomes `{' '.join(result['tokenization'])}`.",
         "",
         "## 2. Pre-training",
         "",
@@ -73,16 +66,17 @@ def write_report(result: DemoResult, out: Path) -> Path:
         "## 3. Fill-mask (whatever the model predicts)",
         "",
     ]
-    for item in result.fill_mask:
+    for item in result["fill_mask"]:
         shown = ", ".join(f"`{t}` {p:.1%}" for t, p in item["predictions"])
         lines.append(f"- `{item['sentence']}`: {shown}")
     lines += [
         "",
-        f"## 4. Fine-tuning on {recipe.task}: does pre-training transfer?",
+        f"## 4. Fine-tuning on {recipe['task']}: does pre-training transfer?",
         "",
         "Both models have the same shape and the same fine-tuning budget "
-        f"({recipe.finetune_epochs} epochs, learning rate {recipe.finetune_learning_rate:g}, "
-        f"batch {recipe.finetune_batch_size}); the best epoch is picked on a dev split of the "
+        f"({recipe['finetune_epochs']} epochs, learning rate "
+        f"{recipe['finetune_learning_rate']:g}, batch {recipe['finetune_batch_size']}); the best "
+        "epoch is picked on a dev split of the "
         "training sentences and scored once on the held-out test slice.",
         *results_table(result),
         "",
@@ -99,21 +93,33 @@ def write_report(result: DemoResult, out: Path) -> Path:
         "## Recipe",
         "",
         "```",
-        *(f"{key} = {value}" for key, value in recipe_dict(recipe).items()),
+        *(f"{key} = {value}" for key, value in recipe.items()),
         "```",
         "",
     ]
-    path = out / "report.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return write_text(out / "report.md", "\n".join(lines))
 
 
-def _verdict(result: DemoResult) -> str:
+def results_table(result: dict[str, Any]) -> list[str]:
+    """The final table: test accuracy median and range over the seeds, per model."""
+    lines = [
+        "",
+        f"| {result['recipe']['task']} test accuracy | median | min | max | seeds |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, values in result["scores"].items():
+        lines.append(
+            f"| {name} | {statistics.median(values):.1%} | {min(values):.1%} | "
+            f"{max(values):.1%} | {len(values)} |"
+        )
+    return lines
+
+
+def _verdict(result: dict[str, Any]) -> str:
     """What the numbers show, no more: the gap of the medians against the seeds' spread."""
-    pretrained, scratch = result.scores["pre-trained"], result.scores["from scratch"]
-    gap = statistics.median(pretrained) - statistics.median(scratch)
-    spread = max(max(pretrained) - min(pretrained), max(scratch) - min(scratch))
-    if gap > spread:
+    comparison = compare(result["scores"]["from scratch"], result["scores"]["pre-trained"])
+    gap, spread = comparison.margin, comparison.spread
+    if comparison.wins:
         return (
             f"Pre-training helped: the median is {gap:.1%} higher, more than the spread between "
             f"seeds ({spread:.1%})."
@@ -129,7 +135,7 @@ def _verdict(result: DemoResult) -> str:
     )
 
 
-def _plot_finetuning(result: DemoResult, path: Path) -> None:
+def _plot_finetuning(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -138,9 +144,9 @@ def _plot_finetuning(result: DemoResult, path: Path) -> None:
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     colors = {"pre-trained": "tab:blue", "from scratch": "tab:orange"}
     for name, color in colors.items():
-        for number, seed in enumerate(result.seeds):
-            seed_dir = path.parent / "finetune" / name.replace(" ", "-") / f"seed-{seed}"
-            records = read_metrics(seed_dir / "metrics.jsonl")
+        for number, seed in enumerate(result["seeds"]):
+            run_dir = seed_dir(path.parent / "finetune", name.replace(" ", "-"), seed)
+            records = read_metrics(run_dir / METRICS_FILE)
             train = [r for r in records if r["kind"] == "train"]
             evals = [r for r in records if r["kind"] == "eval"]
             label = name if number == 0 else None
@@ -164,32 +170,28 @@ def _plot_finetuning(result: DemoResult, path: Path) -> None:
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend()
-    figure.suptitle(f"Fine-tuning on {result.recipe.task}, one line per seed")
+    figure.suptitle(f"Fine-tuning on {result['recipe']['task']}, one line per seed")
     figure.tight_layout()
-    figure.savefig(path, dpi=FIGURE_DPI)
+    with atomic_file(path) as temporary:
+        figure.savefig(temporary, dpi=FIGURE_DPI)
     plt.close(figure)
 
 
-def _plot_comparison(result: DemoResult, path: Path) -> None:
+def _plot_comparison(result: dict[str, Any], path: Path) -> None:
     """Drawn from the runs' own `test.json` files."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from bertlab.demo import TEST_FILE
-
     figure, axis = plt.subplots(figsize=(5, 3.6))
-    names = list(result.scores)
+    names = list(result["scores"])
     metric = "accuracy"
     for index, name in enumerate(names):
+        runs = path.parent / "finetune"
         values = [
-            json.loads(
-                (
-                    path.parent / "finetune" / name.replace(" ", "-") / f"seed-{seed}" / TEST_FILE
-                ).read_text(encoding="utf-8")
-            )[metric]
-            for seed in result.seeds
+            read_test(seed_dir(runs, name.replace(" ", "-"), seed))[metric]
+            for seed in result["seeds"]
         ]
         median = statistics.median(values)
         axis.bar(
@@ -202,13 +204,14 @@ def _plot_comparison(result: DemoResult, path: Path) -> None:
         )
         axis.scatter([index] * len(values), values, color="black", zorder=3, s=12)
     axis.set_xticks(range(len(names)), names)
-    low = min(min(v) for v in result.scores.values())
+    low = min(min(v) for v in result["scores"].values())
     axis.set_ylim(max(0.0, low - 0.1), 1.0)
     axis.set(
-        title=f"{result.recipe.task} test accuracy (median, range, seeds)",
+        title=f"{result['recipe']['task']} test accuracy (median, range, seeds)",
         ylabel="accuracy (share of sentences)",
     )
     axis.grid(alpha=0.3, axis="y")
     figure.tight_layout()
-    figure.savefig(path, dpi=FIGURE_DPI)
+    with atomic_file(path) as temporary:
+        figure.savefig(temporary, dpi=FIGURE_DPI)
     plt.close(figure)

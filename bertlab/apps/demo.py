@@ -13,18 +13,17 @@ setting was chosen and what it measured.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import shutil
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.budget import FINETUNE_DROPOUT, restore_finetune_dropout
-from bertlab.config import BertConfig, FinetuneConfig, PretrainConfig, PretrainDataConfig
-from bertlab.data.corpus import build_corpus, preflight_report
+from bertlab.apps.demo_report import results_table, write_report
+from bertlab.apps.flows import RESULTS_FILE, finetune_and_test, random_twin, seed_dir
+from bertlab.atomic import write_json
+from bertlab.config import BertConfig, FinetuneConfig, TaskDataConfig
 from bertlab.inspection import (
     attention_maps,
     fill_mask,
@@ -32,24 +31,22 @@ from bertlab.inspection import (
     load_for_fill_mask,
     plot_attention,
 )
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.task_families import make_task
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
-from bertlab.training.finetune import ModelSource, finetune_task, read_task_data
-from bertlab.training.loop import pretrain
-from bertlab.training.metrics_log import read_metrics
-from bertlab.training.runtime import default_device, resolve_precision, set_seed
-from bertlab.training.task_inference import make_task, run_task
+from bertlab.training.budget import FINETUNE_DROPOUT
+from bertlab.training.finetune import read_task_data
+from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 
 logger = logging.getLogger(__name__)
 
-DATA_DIR = Path(__file__).resolve().parent / "demo_data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "demo_data"
 DEFAULT_OUT = Path("runs") / "demo"
 DEFAULT_MINUTES = 2.5
 DEFAULT_SEEDS = (1, 2, 3)
 DEV_FRACTION = 0.1  # of the labelled sentences, held out to pick the best epoch
-TEST_FILE = "test.json"  # each fine-tuning run's metrics on the held-out test slice
-RESULTS_FILE = "results.json"  # the demo's numbers, from which its table and figures are drawn
+MODELS = ("pre-trained", "from scratch")  # the two models compared, as the report names them
 
 
 @dataclass(frozen=True)
@@ -122,6 +119,19 @@ class DemoResult:
     scores: dict[str, list[float]]  # "pre-trained" / "from scratch" -> test accuracy per seed
     timings: dict[str, float]
 
+    def to_json(self) -> dict[str, Any]:
+        """What results.json holds; the report is drawn from it alone."""
+        return {
+            "recipe": dataclasses.asdict(self.recipe),
+            "minutes": self.minutes,
+            "tokenization": self.tokenization,
+            "seeds": list(self.seeds),
+            "pretrain": self.pretrain,
+            "fill_mask": self.fill_mask,
+            "scores": self.scores,
+            "timings": self.timings,
+        }
+
 
 def run_demo(
     out: Path = DEFAULT_OUT,
@@ -168,10 +178,9 @@ def run_demo(
     result = DemoResult(
         recipe, minutes, pieces, pretrain_summary, predictions, seeds, scores, timings
     )
-    from bertlab.demo_report import write_report
-
-    write_report(result, out)
-    for line in results_table(result):
+    write_json(out / RESULTS_FILE, result.to_json())
+    write_report(out)
+    for line in results_table(result.to_json()):
         say(line)
     say(f"\nreport: {out / 'report.md'}")
     return result
@@ -213,32 +222,26 @@ def _step_pretrain(
     run_dir = out / "pretrain"
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    data_config = PretrainDataConfig(
+    run = PretrainRun(
+        corpus=(DATA_DIR / recipe.corpus,),
+        out=run_dir,
+        max_time=minutes * 60,
+        tokenizer=out / "tokenizer",
+        model_config=model_config(recipe, tokenizer, dropout=0.0),
+        finetune_dropout=FINETUNE_DROPOUT,  # fine-tuning uses BERT's dropout again
+        lang=recipe.lang,
+        corpus_cache=out / "corpus",
         max_seq_length=recipe.max_seq_length,
         mlm_probability=recipe.mlm_probability,
-        max_predictions_per_seq=round(recipe.max_seq_length * recipe.mlm_probability),
-    )
-    config = PretrainConfig(
         learning_rate=recipe.pretrain_learning_rate,
         warmup_fraction=recipe.warmup_fraction,
         schedule="one-cycle",
         batch_size=recipe.pretrain_batch_size,
-        max_time=minutes * 60,
         log_every_steps=5,
         eval_every_steps=50,
         eval_examples=256,
     )
-    corpus = build_corpus(
-        [DATA_DIR / recipe.corpus], tokenizer, out / "corpus", recipe.lang, show_progress
-    )
-    report = preflight_report(corpus, tokenizer, data_config.objective, recipe.max_seq_length)
-    say(f"  {report.summary()[0]}")
-    set_seed(config.seed)
-    model = BertForPreTraining(model_config(recipe, tokenizer, dropout=0.0))
-    result = pretrain(
-        model, tokenizer, corpus, data_config, config, run_dir, show_progress=show_progress
-    )
-    restore_finetune_dropout(result.final_dir)  # fine-tuning uses BERT's dropout again
+    result = run_pretraining(run, show_progress=show_progress, say=lambda line: say(f"  {line}"))
     summary = {
         "steps": result.progress.step,
         "tokens": result.progress.tokens,
@@ -246,7 +249,7 @@ def _step_pretrain(
         "eval": result.last_eval or {},
     }
     first_eval = next(
-        (r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "eval"), None
+        (r for r in read_metrics(run_dir / METRICS_FILE) if r["kind"] == "eval"), None
     )
     summary["first_eval"] = first_eval or {}
     say(
@@ -271,8 +274,6 @@ def _step_fill_mask(recipe: DemoRecipe, model_dir: Path, say) -> list[dict[str, 
 def _step_finetune(
     recipe: DemoRecipe, out: Path, seeds: tuple[int, ...], show_progress: bool, say
 ) -> dict[str, list[float]]:
-    from bertlab.config import TaskDataConfig
-
     task = make_task(
         recipe.task, data=TaskDataConfig(max_seq_length=recipe.finetune_max_seq_length)
     )
@@ -281,39 +282,35 @@ def _step_finetune(
     say(f"  {len(data.train)} training, {len(data.dev)} dev (best epoch), {len(test)} test")
     pretrained = out / "pretrain" / "final"
     tokenizer = Tokenizer.from_pretrained(pretrained)
-    precision = resolve_precision("auto", default_device())
-    scores: dict[str, list[float]] = {"pre-trained": [], "from scratch": []}
+    if (out / "finetune").exists():
+        shutil.rmtree(out / "finetune")  # an earlier demo's runs, of an earlier model
+    scores: dict[str, list[float]] = {name: [] for name in MODELS}
     for seed in seeds:
-        for name in scores:
+        for name in MODELS:
             source_dir = pretrained
             if name == "from scratch":
-                source_dir = _random_encoder(recipe, tokenizer, seed, out / "scratch-init")
+                config = model_config(recipe, tokenizer, FINETUNE_DROPOUT)
+                twin_dir = out / "scratch-init" / f"seed-{seed}"
+                source_dir = random_twin(config, tokenizer, seed, "normal", twin_dir)
             config = FinetuneConfig(
                 learning_rate=recipe.finetune_learning_rate,
                 batch_size=recipe.finetune_batch_size,
                 num_train_epochs=recipe.finetune_epochs,
                 seed=seed,
             )
-            run_dir = out / "finetune" / name.replace(" ", "-") / f"seed-{seed}"
-            result = finetune_task(
-                task, data, ModelSource(source_dir), config, run_dir, show_progress
+            run_dir = seed_dir(out / "finetune", run_name(name), seed)
+            metrics = finetune_and_test(
+                task, data, test, source_dir, config, run_dir, show_progress, keep_model=True
             )
-            model = task.load_head(result.best_dir, None).to(default_device())
-            predictions = run_task(task, model, tokenizer, test, 128, precision)
-            metrics = task.score(predictions, test)
-            (run_dir / TEST_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
             accuracy = metrics[task.primary_metric]
             scores[name].append(accuracy)
             say(f"  seed {seed}, {name:>12}: test {task.primary_metric} {accuracy:.1%}")
     return scores
 
 
-def _random_encoder(recipe: DemoRecipe, tokenizer: Tokenizer, seed: int, directory: Path) -> Path:
-    """A randomly initialized encoder of the pre-trained model's shape (seeded)."""
-    set_seed(seed)
-    BertModel(model_config(recipe, tokenizer, FINETUNE_DROPOUT)).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+def run_name(model: str) -> str:
+    """The folder of a model's fine-tuning runs: "from scratch" -> "from-scratch"."""
+    return model.replace(" ", "-")
 
 
 def _step_attention(recipe: DemoRecipe, out: Path, say) -> None:
@@ -323,22 +320,3 @@ def _step_attention(recipe: DemoRecipe, out: Path, say) -> None:
     pieces, attentions = attention_maps(model, tokenizer, recipe.example_sentence, layer)
     path = plot_attention(pieces, attentions, layer, recipe.example_sentence, out / "attention.png")
     say(f"  wrote {path} (layer {layer}, {attentions.shape[0]} heads)")
-
-
-def results_table(result: DemoResult) -> list[str]:
-    """The final table: test accuracy median and range over the seeds, per model."""
-    lines = [
-        "",
-        f"| {result.recipe.task} test accuracy | median | min | max | seeds |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, values in result.scores.items():
-        lines.append(
-            f"| {name} | {statistics.median(values):.1%} | {min(values):.1%} | "
-            f"{max(values):.1%} | {len(values)} |"
-        )
-    return lines
-
-
-def recipe_dict(recipe: DemoRecipe) -> dict[str, Any]:
-    return dataclasses.asdict(recipe)

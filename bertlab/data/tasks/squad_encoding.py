@@ -1,4 +1,4 @@
-"""Extractive QA (BERT §4.2): SQuAD examples -> windowed model inputs, and logits -> answer texts.
+"""Extractive QA (BERT Sec. 4.2): SQuAD examples -> windowed model inputs, logits -> answers.
 
 Encoding follows Google's `run_squad.py` (`convert_examples_to_features`):
 

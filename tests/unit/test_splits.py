@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bertlab.data.tasks.classification import Example
-from bertlab.experiment import phrase_roots, sentence_split
+from bertlab.data.tasks.splits import phrase_roots, sentence_split
 
 SENTENCES = [
     "the film is a good one",

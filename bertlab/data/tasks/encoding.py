@@ -2,14 +2,14 @@
 
 Each function turns the examples of a reader in this package into one dict per example, holding
 lists (no padding, no tensors) under the names of the heads' `forward` arguments: `input_ids`,
-`token_type_ids` and, when the examples are labelled, `labels`. `task_collate.collate_task_batch`
+`token_type_ids` and, when the examples are labelled, `labels`. `collate.collate_task_batch`
 pads a batch of them into tensors. Extractive QA, which cuts contexts into windows, is in
-`squad_features`.
+`squad_encoding`.
 
 Sequences longer than `max_seq_length` are cut (for pairs, the longer side first, as
 `transformers` does) and the number of examples that were cut is logged in one warning.
 
-Token tagging labels the first piece of each word and ignores the rest (BERT §4.3): "Johanson
+Token tagging labels the first piece of each word and ignores the rest (BERT Sec. 4.3): "Johanson
 lives" -> `[CLS] johan ##son lives [SEP]` -> labels `[-100, B-PER, -100, O, -100]`. Each feature
 keeps the word of every token (`word_ids`), so that `word_labels` maps predictions back to
 exactly one tag per input word.
@@ -127,7 +127,7 @@ def encode_tagging(
     max_seq_length: int,
     label2id: Mapping[str, int] | None,
 ) -> list[Feature]:
-    """Tokenize pre-split words and label the first piece of each word (BERT §4.3).
+    """Tokenize pre-split words and label the first piece of each word (BERT Sec. 4.3).
 
     Every word is tokenized on its own (for character-level Chinese NER every character is a
     word). Later pieces of a word, [CLS] and [SEP] get the label -100, which the loss skips.
@@ -276,7 +276,7 @@ def word_labels(
 def encode_multiple_choice(
     examples: Sequence[MultipleChoiceExample], tokenizer: Tokenizer, max_seq_length: int
 ) -> list[Feature]:
-    """Encode each choice as the pair (context, start + ending), as BERT's SWAG setup (§4.4).
+    """Encode each choice as the pair (context, start + ending), as in BERT's SWAG setup (Sec. 4.4).
 
     Example: context "She opens the door.", start "She", endings ("walks in.", "flies.") ->
     `input_ids` [[cls, she opens the door . sep she walks in . sep], [... she flies . sep]].

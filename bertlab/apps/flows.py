@@ -1,0 +1,184 @@
+"""The flows the apps share: fine-tune and test over seeds, the from-scratch twin, the verdict,
+and the run directory's layout and settings.
+
+An app (the demo, an experiment) compares a pre-trained encoder with a twin of the same shape
+that starts from random weights, fine-tuned with the same budget and seeds and scored once on a
+held-out test split. The run directory holds one folder per model and seed:
+
+    OUT/finetune/<task>/<model>/seed-<S>/    the fine-tuning run (metrics.jsonl, curves.png)
+                                    test.json  its metrics on the test split (written last)
+    OUT/settings.json                          the settings every finished step was made with
+    OUT/results.json                           what the app's table and figures are drawn from
+
+A run whose `test.json` exists is finished and is skipped when the app runs again, so an
+interrupted app continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.atomic import atomic_directory, write_json
+from bertlab.config import BertConfig, FinetuneConfig
+from bertlab.modeling import BertModel
+from bertlab.runtime import default_device, resolve_precision, set_seed
+from bertlab.task_families import Task, run_task
+from bertlab.tokenization import Tokenizer
+from bertlab.training.budget import init_positions
+from bertlab.training.finetune import ModelSource, TaskData, finetune_task
+
+TEST_FILE = "test.json"  # a fine-tuning run's metrics on the test split
+RESULTS_FILE = "results.json"  # an app's numbers, from which its table and figures are drawn
+SETTINGS_FILE = "settings.json"  # the settings every finished step of an app's OUT was made with
+PREDICTION_BATCH_SIZE = 128
+
+
+def seed_dir(root: Path, model: str, seed: int) -> Path:
+    """The folder of one model's fine-tuning run with one seed: ROOT/<model>/seed-<S>."""
+    return root / model / f"seed-{seed}"
+
+
+def read_test(run_dir: Path) -> dict[str, float]:
+    """A finished run's test metrics."""
+    return json.loads((run_dir / TEST_FILE).read_text(encoding="utf-8"))
+
+
+def finetune_and_test(
+    task: Task,
+    data: TaskData,
+    test: Sequence,
+    model_dir: Path,
+    config: FinetuneConfig,
+    run_dir: Path,
+    show_progress: bool,
+    keep_model: bool = False,
+) -> dict[str, float]:
+    """Fine-tune `model_dir` on `data`, score the best epoch's model once on `test`.
+
+    A run whose `test.json` exists is not run again: its metrics are returned. An interrupted
+    run (a folder without `test.json`) starts again from nothing.
+
+    Args:
+        task: the task.
+        data: training and dev examples, and the label names.
+        test: the held-out examples, scored once.
+        model_dir: the encoder to fine-tune (pre-trained or a `random_twin`).
+        config: the fine-tuning settings, with the run's seed.
+        run_dir: the run's folder.
+        show_progress: progress bars.
+        keep_model: keep `run_dir/best`; otherwise only the scores are kept (an experiment's few
+            hundred small models are not worth their disk space).
+
+    Returns:
+        The task's metrics on `test`, as written to `run_dir/test.json`.
+    """
+    if (run_dir / TEST_FILE).is_file():
+        return read_test(run_dir)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    result = finetune_task(task, data, ModelSource(model_dir), config, run_dir, show_progress)
+    model = task.load_head(result.best_dir, None).to(default_device())
+    tokenizer = Tokenizer.from_pretrained(result.best_dir)
+    precision = resolve_precision("auto", default_device())
+    predictions = run_task(task, model, tokenizer, test, PREDICTION_BATCH_SIZE, precision)
+    metrics = task.score(predictions, test)
+    write_json(run_dir / TEST_FILE, metrics)
+    if not keep_model:
+        shutil.rmtree(result.best_dir)
+    return metrics
+
+
+def random_twin(
+    config: BertConfig, tokenizer: Tokenizer, seed: int, position_init: str, directory: Path
+) -> Path:
+    """A randomly initialized encoder of `config`'s shape with `seed`'s weights, and the tokenizer.
+
+    It starts where pre-training started (`position_init` included), so a pre-trained model and
+    its twin differ by the pre-training alone. Written anew each time (in milliseconds).
+    """
+    set_seed(seed)
+    model = BertModel(config)
+    init_positions(model.embeddings, position_init, config.initializer_range)
+    with atomic_directory(directory) as temporary:
+        model.save_pretrained(temporary)
+        tokenizer.save_pretrained(temporary)
+    return directory
+
+
+# --- the verdict ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Pre-trained against scratch over seeds: the gap of the medians and the larger seed spread.
+
+    The pre-trained model wins when its median beats scratch's by more than either model's
+    spread (max - min over the seeds): a gap inside the seed-to-seed noise is no gain.
+    """
+
+    margin: float  # median(pre-trained) - median(scratch)
+    spread: float  # the larger of the two models' max - min
+
+    @property
+    def wins(self) -> bool:
+        return self.margin > self.spread
+
+
+def compare(scratch: Sequence[float], pretrained: Sequence[float]) -> Comparison:
+    """The `Comparison` of two models' scores over the same seeds (`scored` values)."""
+    scratch, pretrained = scored(scratch), scored(pretrained)
+    margin = statistics.median(pretrained) - statistics.median(scratch)
+    spread = max(max(scratch) - min(scratch), max(pretrained) - min(pretrained))
+    return Comparison(margin, spread)
+
+
+def scored(values: Sequence[float]) -> list[float]:
+    """The seeds' scores with an undefined one (NaN: the Spearman correlation of a constant
+    prediction) counted as 0, the correlation a constant prediction carries."""
+    return [0.0 if math.isnan(value) else value for value in values]
+
+
+def summary(values: Sequence[float]) -> str:
+    """ "median (min–max)" of the seeds (`scored`), and how many predicted a constant."""
+    kept = scored(values)
+    text = f"{statistics.median(kept):.3f} ({min(kept):.3f}–{max(kept):.3f})"
+    constant = sum(math.isnan(value) for value in values)
+    return text + (f", {constant} constant" if constant else "")
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+
+def check_settings(out: Path, settings: dict[str, Any]) -> None:
+    """Record `settings` in OUT; refuse to continue an app's run made with other ones.
+
+    A run of the same command skips every step whose output is there, which is only right if
+    that output was made with the same settings (an earlier fine-tuning rate, vocabulary or
+    recipe would otherwise be mixed silently into the new table).
+
+    Raises:
+        ValueError: OUT/settings.json holds other settings; the message names each difference.
+    """
+    settings = json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
+    path = out / SETTINGS_FILE
+    if not path.is_file():
+        write_json(path, settings)
+        return
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    changed = [
+        f"{key} {recorded.get(key)!r} there, {settings.get(key)!r} now"
+        for key in sorted(set(recorded) | set(settings))
+        if recorded.get(key) != settings.get(key)
+    ]
+    if changed:
+        raise ValueError(
+            f"{out} holds a run made with other settings ({'; '.join(changed)}); "
+            "use another --out, or move that directory away to start again"
+        )

@@ -1,0 +1,169 @@
+"""The transfer experiment's data: its rows, default corpora, splits and the tasks' own text.
+
+Each row of the experiment's table is a registered task (`bertlab.data.tasks.registry`) with the
+experiment's fine-tuning budget; its training file is found by the registry's `train_file` under
+the data directory, and its train, dev and test splits are carved from that file.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bertlab.atomic import write_text
+from bertlab.config import TaskDataConfig
+from bertlab.data.tasks import TaggedSentence
+from bertlab.data.tasks.registry import TaskSpec, get_task
+from bertlab.data.tasks.splits import holdout_split, phrase_roots, sentence_split, subsample
+from bertlab.task_families import Task, make_task
+from bertlab.training.finetune import TaskData
+
+TEST_FRACTION = 0.2  # of each task's training file, held out as its test split
+DEV_FRACTION = 0.1  # of the rest, held out to pick the best epoch
+MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
+TASK_TEXT_GROUP = 16  # examples per document of the task text (1 with next-sentence prediction)
+
+
+@dataclass(frozen=True)
+class TransferTask:
+    """One row of the table: a registered task and the experiment's fine-tuning budget for it.
+
+    `epochs` and `max_seq_length` default to the task's own; `max_train_examples` fine-tunes on
+    a subsample of the training part (few labels).
+    """
+
+    name: str
+    task: str  # a name in the task registry
+    epochs: int | None = None
+    max_seq_length: int | None = None
+    max_train_examples: int | None = None
+
+    @property
+    def spec(self) -> TaskSpec:
+        return get_task(self.task)
+
+    @property
+    def path(self) -> str:
+        """The training file, relative to the data directory."""
+        if self.spec.train_file is None:
+            raise ValueError(f"task {self.task} declares no training file")
+        return self.spec.train_file
+
+    @property
+    def num_epochs(self) -> int:
+        return self.epochs or self.spec.epochs
+
+    @property
+    def input_length(self) -> int:
+        return self.max_seq_length or self.spec.max_seq_length
+
+    def to_json(self) -> dict:
+        return {
+            "task": self.task,
+            "path": self.path,
+            "epochs": self.num_epochs,
+            "max_seq_length": self.input_length,
+            "max_train_examples": self.max_train_examples,
+            "split_by_sentence": self.spec.split_by_sentence,
+        }
+
+
+# The table's rows. SST-2 reads one epoch of its 67k phrases, or ten of 1,000 sentences; SST-2
+# and CoLA sentences fit in 64 pieces.
+ROWS = {
+    "en": (
+        TransferTask("sst2", "sst2", epochs=1, max_seq_length=64),
+        TransferTask("sst2-1k", "sst2", epochs=10, max_seq_length=64, max_train_examples=1000),
+        TransferTask("mrpc", "mrpc"),
+        TransferTask("stsb", "stsb"),
+        TransferTask("rte", "rte"),
+        TransferTask("cola", "cola", max_seq_length=64),
+        TransferTask("conll2003", "conll2003"),
+    ),
+    "zh": (
+        TransferTask("chnsenticorp", "chnsenticorp"),
+        TransferTask("resume-ner", "resume-ner"),
+    ),
+}
+# The pre-training corpora of each language, relative to the data directory.
+CORPORA = {
+    "en": ("corpus_en/enwiki_sample_2014.txt.gz", "corpus_en/enwiki_sample_2021.txt.gz"),
+    "zh": (
+        "corpus_zh/zhwiki_bert_sampled.txt",
+        "corpus_zh/CLUECorpusSmall_bert_sampled.txt",
+    ),
+}
+
+
+def task_splits(data_dir: Path, row: TransferTask) -> tuple[Task, TaskData, list]:
+    """(task, TaskData with train and dev, test examples), carved from the training file."""
+    task = make_task(row.task, data=TaskDataConfig(max_seq_length=row.input_length))
+    examples = task.read_gold(data_dir / row.path)
+    label_names = task.label_names(examples)
+    if row.spec.split_by_sentence:
+        rest, test = sentence_split(examples, TEST_FRACTION)
+        train, dev = sentence_split(rest, DEV_FRACTION)
+    else:
+        rest, test = holdout_split(examples, TEST_FRACTION, task.holdout_group)
+        train, dev = holdout_split(rest, DEV_FRACTION, task.holdout_group)
+    dev = subsample(dev, MAX_DEV_EXAMPLES)
+    train = subsample(train, row.max_train_examples)
+    return task, TaskData(train, dev, label_names), test
+
+
+def task_text(
+    data_dir: Path, rows: Sequence[TransferTask], lang: str
+) -> dict[str, list[list[str]]]:
+    """The unlabeled text of the rows' training parts, as lines per example, by row.
+
+    Only the part the models are fine-tuned on, never a dev or test example. A row that
+    fine-tunes on a subsample (sst2-1k) gives its whole training part: the text of the examples
+    whose labels it does not see, as in semi-supervised learning. Rows that share a training file
+    give it once. SST-2 gives its whole sentences only, not their phrases; a sentence pair gives
+    two lines; a tagged sentence gives its tokens, joined with spaces (no separator in Chinese).
+    """
+    joiner = "" if lang == "zh" else " "
+    texts: dict[str, list[list[str]]] = {}
+    paths = set()
+    for row in rows:
+        if row.path in paths:
+            continue
+        paths.add(row.path)
+        _, data, _ = task_splits(data_dir, replace(row, max_train_examples=None))
+        examples = data.train
+        if row.spec.split_by_sentence:
+            roots = phrase_roots([example.text_a for example in examples])
+            examples = [example for i, example in enumerate(examples) if roots[i] == i]
+        lines = []
+        for example in examples:
+            if isinstance(example, TaggedSentence):
+                lines.append([joiner.join(example.tokens)])
+            else:
+                lines.append([t for t in (example.text_a, example.text_b) if t and t.strip()])
+        texts[row.name] = lines
+    return texts
+
+
+def write_task_text(
+    path: Path, texts: dict[str, list[list[str]]], repeats: int, per_document: int
+) -> dict[str, int]:
+    """`texts`, repeated `repeats` times, in corpus format at `path`; examples per row.
+
+    Each repeat shuffles every row's examples anew and groups them by `per_document` into
+    documents (one line per sentence, a blank line between documents): TASK_TEXT_GROUP, or 1 with
+    next-sentence prediction, so that a pair's two sentences are the A and B of one instance and
+    B is never the unrelated example shuffled next to it. The same arguments write the same
+    bytes, so a continued run finds its tokenized corpus again.
+    """
+    documents = []
+    for repeat in range(repeats):
+        for name, lines in texts.items():
+            order = list(range(len(lines)))
+            random.Random(f"task-text:{name}:{repeat}").shuffle(order)
+            for start in range(0, len(order), per_document):
+                group = order[start : start + per_document]
+                documents.append("\n".join(line for i in group for line in lines[i]))
+    write_text(path, "\n\n".join(documents) + "\n")
+    return {name: len(lines) for name, lines in texts.items()}

@@ -1,0 +1,112 @@
+"""The one way bertlab writes files and directories: complete or not at all.
+
+Every file is written under a temporary name beside its destination and renamed into place when
+complete (`os.replace` is atomic on POSIX), so a crash, a kill or a full disk never leaves a
+half-written file where a reader expects a whole one. A directory (a model, a checkpoint, a
+tokenized corpus) is filled under a temporary name and renamed into place the same way. Special
+files (a terminal, `/dev/stdout`, a pipe) cannot be renamed over: they are written in place.
+
+    write_text(path, text)                       # results.json, table.md, predictions
+    with atomic_file(path) as temporary:         # a library that writes to a path itself
+        torch.save(state, temporary)
+    with atomic_files([a, b]) as (ta, tb): ...   # several files that only make sense together
+    with atomic_directory(directory) as temporary:  # a model directory or a checkpoint
+        model.save_pretrained(temporary)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+# tempfile makes private files (0o600) and directories (0o700); what bertlab writes is for sharing.
+FILE_MODE = 0o644
+DIRECTORY_MODE = 0o755
+TEMPORARY_MARK = ".tmp"  # in the names of temporary files and directories
+
+
+def is_special(path: Path) -> bool:
+    """True for an existing path that is not a regular file or directory (a device, a pipe)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds.
+
+    A special file (`/dev/stdout`, a pipe) is yielded itself and written in place.
+    """
+    path = Path(path)
+    if is_special(path):
+        yield path
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The destination's suffix last, for writers that choose the format by it (matplotlib).
+    suffix = TEMPORARY_MARK + path.suffix
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.chmod(temporary, FILE_MODE)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_files(paths: Sequence[str | os.PathLike]) -> Iterator[list[Path]]:
+    """`atomic_file` for several files at once: none is replaced unless all were written."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(atomic_file(path)) for path in paths]
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically; return `path`."""
+    with atomic_file(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, value: Any, sort_keys: bool = False) -> Path:
+    """Write `value` as indented JSON with a final newline, atomically; return `path`."""
+    text = json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    return write_text(path, text)
+
+
+@contextmanager
+def atomic_directory(directory: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside `directory`; when the block succeeds it takes the place
+    of `directory` (replacing an earlier one), otherwise it is removed.
+
+    Between the two renames at the end `directory` is briefly absent, never half-written.
+    """
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(
+        tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=TEMPORARY_MARK)
+    )
+    os.chmod(temporary, DIRECTORY_MODE)
+    try:
+        yield temporary
+        old = None
+        if directory.exists():
+            old = temporary.with_name(f"{temporary.name}.old")
+            os.rename(directory, old)
+        os.rename(temporary, directory)
+        if old is not None:
+            shutil.rmtree(old)
+    finally:
+        if temporary.exists():
+            shutil.rmtree(temporary)

@@ -1,0 +1,41 @@
+"""Multiple choice: one score per (context, choice) pair, softmax over the choices."""
+
+# Shapes: B batch, K choices.
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from bertlab.data.tasks.encoding import encode_multiple_choice
+from bertlab.heads import BertForMultipleChoice
+from bertlab.task_families.base import Predictions, Task
+from bertlab.tokenization import Tokenizer
+
+
+class MultipleChoiceTask(Task):
+    """Score K (context, choice) pairs, softmax over the choices (BERT Sec. 4.4)."""
+
+    head_class = BertForMultipleChoice
+
+    def encode(
+        self,
+        examples: Sequence,
+        tokenizer: Tokenizer,
+        label2id: dict[str, int] | None,
+        with_labels: bool,
+    ) -> list:
+        if not with_labels:
+            examples = [dataclasses.replace(example, label=None) for example in examples]
+        return encode_multiple_choice(examples, tokenizer, self.data.max_seq_length)
+
+    def decode(
+        self,
+        features: Sequence,
+        rows: Sequence[np.ndarray],
+        examples: Sequence,
+        id2label: dict[int, str] | None,
+    ) -> Predictions:
+        return [int(row.argmax()) for row in rows]

@@ -1,0 +1,451 @@
+"""Pre-training as one library call: `run_pretraining(PretrainRun(...))`.
+
+`PretrainRun` describes a whole run: the corpus and the run directory, how long (`budget`,
+`max_steps` or `max_time`), where the tokenizer and the model come from, and every setting of
+the data and the loop. Each field is named like the `bertlab pretrain` flag it comes from, and
+None means "not chosen": the budget recipe's value with a `budget` (`bertlab.training.budget`),
+otherwise the default of `PretrainDataConfig` / `PretrainConfig`. The CLI parses flags into a
+`PretrainRun`; the demo and the experiments build one directly.
+
+    result = run_pretraining(PretrainRun(corpus=("reviews.txt",), out="runs/x", budget=3600))
+    result.final_dir  # runs/x/final: a BERT in the Hugging Face layout, with its tokenizer
+
+Bad settings raise `ValueError` when the `PretrainRun` is built, before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.atomic import atomic_directory
+from bertlab.config import (
+    OBJECTIVES,
+    PRESETS,
+    BertConfig,
+    PretrainConfig,
+    PretrainDataConfig,
+)
+from bertlab.data.corpus import build_corpus, check_objective, preflight_report
+from bertlab.data.corpus_encode import sniff_lang
+from bertlab.modeling import BertForPreTraining
+from bertlab.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
+from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.training.budget import (
+    FINETUNE_DROPOUT,
+    POSITION_INITS,
+    BudgetRecipe,
+    budget_recipe,
+    init_positions,
+    restore_finetune_dropout,
+)
+from bertlab.training.loop import PretrainResult, pretrain
+
+logger = logging.getLogger(__name__)
+
+CORPUS_CACHE_DIR = "corpus"  # OUT/corpus: the tokenized corpus, unless `corpus_cache` says
+TOKENIZER_DIR = "tokenizer"  # OUT/tokenizer: a vocabulary trained on the corpus
+DEFAULT_MODEL_SIZE = "mini"
+LANGS = ("auto", "en", "zh")
+# Training memory per layer and token, from Korthikanti et al. 2022 ("Reducing Activation
+# Recomputation in Large Transformer Models", section 4.1): s·b·h·(34 + 5·a·s/h) bytes in 16-bit,
+# twice that in fp32. Weights, gradients and Adam's two moments: 16 bytes per parameter in fp32.
+ACTIVATION_BYTES_PER_HIDDEN = 34
+ATTENTION_BYTES_PER_HEAD_POSITION = 5
+FP32_FACTOR = 2
+TRAINING_BYTES_PER_PARAMETER = 16
+MEMORY_HEADROOM = 0.9  # refuse when the estimate exceeds this share of physical memory
+
+# Fields that the budget recipe fills when they are not chosen, with the recipe's field names.
+_RECIPE_FIELDS = (
+    "objective",
+    "max_seq_length",
+    "mlm_probability",
+    "batch_size",
+    "learning_rate",
+    "warmup_fraction",
+    "schedule",
+)
+_DATA_FIELDS = {field.name for field in dataclasses.fields(PretrainDataConfig)}
+_LOOP_FIELDS = {field.name for field in dataclasses.fields(PretrainConfig)}
+
+
+@dataclass(frozen=True)
+class PretrainRun:
+    """One pre-training run. None means "not chosen" (see the module docstring).
+
+    Attributes:
+        corpus: text files (.txt/.gz) in Google's layout: a sentence or paragraph per line, a
+            blank line between documents.
+        out: the run directory: checkpoints, metrics.jsonl, curves.png and `final/`.
+        budget: seconds of training with the budget recipe's defaults (vocabulary, shape,
+            objective, masking, schedule); give exactly one of budget, max_steps, max_time.
+        tokenizer: vocab.txt or a tokenizer directory; None: the `init_from` model's, or a
+            vocabulary of `vocab_size` (the recipe's with a budget) trained on the corpus.
+        vocab_size: pieces of the vocabulary trained on the corpus when there is no tokenizer.
+        model_size: a `BertConfig` preset (tiny ... large) for a new model.
+        model_config: the architecture of a new model, as a config.json path or a `BertConfig`.
+        init_from: a model directory to continue pre-training (domain adaptation).
+        position_init: a new model's position embeddings, "normal" or "sinusoidal".
+        dropout: hidden and attention dropout while pre-training; None: the model's own.
+        finetune_dropout: the dropout written into `OUT/final/config.json`; None: BERT's 0.1
+            after a budget run that chose the dropout itself, else the dropout trained with.
+        lang: sentence splitting and whole-word segmentation: "auto", "en" or "zh".
+        corpus_cache: the tokenized corpus's directory; None: `OUT/corpus`.
+        resume: continue from the latest checkpoint in `out`.
+        The rest are the fields of `PretrainDataConfig` and `PretrainConfig` of the same names.
+    """
+
+    corpus: Sequence[str | os.PathLike]
+    out: str | os.PathLike
+    budget: float | None = None
+    max_steps: int | None = None
+    max_time: float | None = None
+    tokenizer: str | os.PathLike | None = None
+    vocab_size: int | None = None
+    model_size: str | None = None
+    model_config: BertConfig | str | os.PathLike | None = None
+    init_from: str | os.PathLike | None = None
+    position_init: str | None = None
+    dropout: float | None = None
+    finetune_dropout: float | None = None
+    lang: str = "auto"
+    corpus_cache: str | os.PathLike | None = None
+    resume: bool = False
+    # PretrainDataConfig
+    objective: str | None = None
+    max_seq_length: int | None = None
+    mlm_probability: float | None = None
+    max_predictions_per_seq: int | None = None
+    short_seq_prob: float | None = None
+    do_whole_word_mask: bool = False
+    pack_sequences: bool | None = None
+    # PretrainConfig
+    batch_size: int | None = None
+    gradient_accumulation_steps: int | None = None
+    learning_rate: float | None = None
+    warmup_fraction: float | None = None
+    schedule: str | None = None
+    weight_decay: float | None = None
+    seed: int | None = None
+    log_every_steps: int | None = None
+    eval_every_steps: int | None = None
+    eval_examples: int | None = None
+    checkpoint_every_steps: int | None = None
+    checkpoint_every_minutes: float | None = None
+    keep_checkpoints: int | None = None
+    precision: str | None = None
+    do_compile: bool = False
+    num_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.corpus:
+            raise ValueError("give at least one corpus file")
+        durations = [self.budget, self.max_steps, self.max_time]
+        if sum(value is not None for value in durations) != 1:
+            raise ValueError("give exactly one of budget, max_steps and max_time")
+        if self.budget is not None and not self.budget > 0:
+            raise ValueError(f"the budget must be positive, got {self.budget}")
+        models = [self.model_size, self.model_config, self.init_from]
+        if sum(value is not None for value in models) > 1:
+            raise ValueError("give one of model_size, model_config and init_from, not several")
+        if self.model_size is not None and self.model_size not in PRESETS:
+            raise ValueError(
+                f"unknown model size {self.model_size!r}; choose one of {', '.join(PRESETS)}"
+            )
+        if self.position_init is not None:
+            if self.init_from is not None:
+                raise ValueError(
+                    "position_init sets a new model's positions; init_from keeps the model's own"
+                )
+            if self.position_init not in POSITION_INITS:
+                raise ValueError(f"position_init must be one of {POSITION_INITS}")
+        if self.lang not in LANGS:
+            raise ValueError(f"unknown lang {self.lang!r}; choose one of {', '.join(LANGS)}")
+        if self.objective is not None and self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; choose one of {OBJECTIVES}")
+        for name in ("dropout", "finetune_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        if self.vocab_size is not None and self.tokenizer is not None:
+            raise ValueError("give a tokenizer or a vocab_size to train one, not both")
+        if self.tokenizer is None and self.init_from is None and self.vocabulary_size() is None:
+            raise ValueError(
+                "give a tokenizer (vocab.txt or a tokenizer directory), a vocab_size to train "
+                "one on the corpus, or a budget"
+            )
+        self.data_config()  # each raises ValueError on a bad value
+        self.loop_config()
+
+    # --- what the run resolves to -------------------------------------------------------------
+
+    def recipe(self) -> BudgetRecipe | None:
+        """The budget recipe, with a budget; None otherwise."""
+        return budget_recipe(self.budget) if self.budget is not None else None
+
+    def _chosen(self, name: str) -> Any:
+        """The field's value, else the recipe's (with a budget), else None (the config default)."""
+        value = getattr(self, name)
+        recipe = self.recipe()
+        if value is None and recipe is not None and name in _RECIPE_FIELDS:
+            return getattr(recipe, name)
+        return value
+
+    def data_config(self) -> PretrainDataConfig:
+        values = {name: self._chosen(name) for name in _DATA_FIELDS if hasattr(self, name)}
+        values = {name: value for name, value in values.items() if value is not None}
+        objective = values.get("objective", PretrainDataConfig.objective)
+        if self.pack_sequences is None:  # the recipe packs, but NSP needs sentence pairs
+            recipe = self.recipe()
+            values["pack_sequences"] = bool(recipe and recipe.pack_sequences) and (
+                objective != "mlm+nsp"
+            )
+        if self.max_predictions_per_seq is None:
+            length = values.get("max_seq_length", PretrainDataConfig.max_seq_length)
+            rate = values.get("mlm_probability", PretrainDataConfig.mlm_probability)
+            values["max_predictions_per_seq"] = math.ceil(length * rate)
+        return PretrainDataConfig(**values)
+
+    def loop_config(self) -> PretrainConfig:
+        values = {name: self._chosen(name) for name in _LOOP_FIELDS if hasattr(self, name)}
+        values = {name: value for name, value in values.items() if value is not None}
+        if self.budget is not None:
+            values["max_time"] = self.budget
+        return PretrainConfig(**values)
+
+    def vocabulary_size(self) -> int | None:
+        """The size of the vocabulary to train on the corpus, or None when there is one."""
+        if self.tokenizer is not None or self.init_from is not None:
+            return None
+        recipe = self.recipe()
+        return self.vocab_size or (recipe.vocab_size if recipe is not None else None)
+
+    def shape(self) -> str | None:
+        """The preset of a new model; None for `model_config` and `init_from`."""
+        if self.model_config is not None or self.init_from is not None:
+            return None
+        recipe = self.recipe()
+        return self.model_size or (recipe.model_size if recipe else DEFAULT_MODEL_SIZE)
+
+    def pretrain_dropout(self) -> float | None:
+        """The dropout while pre-training; None keeps the model's own."""
+        recipe = self.recipe()
+        if self.dropout is None and recipe is not None and self.init_from is None:
+            return recipe.dropout
+        return self.dropout
+
+    def position_initialization(self) -> str:
+        recipe = self.recipe()
+        return self.position_init or (recipe.position_init if recipe else "normal")
+
+    def final_dropout(self) -> float | None:
+        """The dropout to write into the final model's config.json, or None to leave it."""
+        if self.finetune_dropout is not None:
+            return self.finetune_dropout
+        return FINETUNE_DROPOUT if self.budget is not None and self.dropout is None else None
+
+    def describe(self) -> str:
+        """One line: what the run trains, e.g. "BERT-mini, 8,000-piece vocabulary ..."."""
+        data, loop = self.data_config(), self.loop_config()
+        shape = f"BERT-{self.shape()}" if self.shape() else "model as given"
+        size = self.vocabulary_size()
+        vocabulary = (
+            f"{size:,}-piece vocabulary trained on the corpus" if size else "tokenizer as given"
+        )
+        dropout = self.pretrain_dropout()
+        return (
+            f"{shape}, {vocabulary}, {data.objective} at {data.mlm_probability:.0%} masking, "
+            f"{'packed ' if data.pack_sequences else ''}sequences of {data.max_seq_length}, "
+            f"batch {loop.batch_size}, {loop.schedule} to {loop.learning_rate:g}, dropout "
+            f"{'as the model' if dropout is None else f'{dropout:g}'}"
+        )
+
+
+# --- running it -----------------------------------------------------------------------------------
+
+
+def run_pretraining(
+    run: PretrainRun,
+    context: DistributedContext = SINGLE_PROCESS,
+    show_progress: bool = True,
+    say: Callable[[str], None] = logger.info,
+) -> PretrainResult:
+    """Pre-train as `run` says: tokenizer, tokenized corpus, pre-flight check, model, loop.
+
+    Args:
+        run: the run.
+        context: this process's place in a torchrun job (one process by default).
+        show_progress: progress bars (the main process only).
+        say: where the run's report lines go (the main process only).
+
+    Returns:
+        The loop's `PretrainResult`: counters, `final_dir` and the last held-out evaluation.
+
+    Raises:
+        ValueError: `out` already holds a run (and `resume` is not set), a corpus that cannot
+            be trained on, a tokenizer that does not fit the model, a batch too large for this
+            machine's memory.
+        FileNotFoundError: a missing corpus, tokenizer or model file.
+    """
+    out = Path(run.out)
+    _check_out(out, run.resume)
+    say = say if context.is_main else _quiet
+    show_progress = show_progress and context.is_main
+    data_config, loop_config = run.data_config(), run.loop_config()
+    if run.budget is not None:
+        say(f"budget recipe for {run.budget / 60:g} min: {run.describe()}")
+    tokenizer = _tokenizer(run, out, context, show_progress, say)
+    model_config = _model_config(run, tokenizer, data_config)
+    cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
+    files = [Path(path) for path in run.corpus]
+    whole_word = data_config.do_whole_word_mask
+    if context.is_main:
+        corpus = build_corpus(files, tokenizer, cache, run.lang, show_progress, whole_word)
+    barrier(context)
+    if not context.is_main:
+        corpus = build_corpus(files, tokenizer, cache, run.lang, False, whole_word)
+    report = preflight_report(corpus, tokenizer, data_config.objective, data_config.max_seq_length)
+    for line in report.summary():
+        say(line)
+    check_objective(report, data_config.objective)
+    check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
+    set_seed(loop_config.seed)
+    if run.init_from is not None:
+        model = BertForPreTraining.from_pretrained(run.init_from, config=model_config)
+    else:
+        model = BertForPreTraining(model_config)
+        position_init = run.position_initialization()
+        init_positions(model.bert.embeddings, position_init, model_config.initializer_range)
+    num_parameters = sum(p.numel() for p in model.parameters())
+    say(
+        f"model: {num_parameters / 1e6:.1f}M parameters, {model_config.num_hidden_layers} layers, "
+        f"hidden {model_config.hidden_size}; global batch "
+        f"{loop_config.batch_size * context.world_size} x {data_config.max_seq_length} tokens; "
+        f"{context.world_size} process(es)"
+    )
+    result = pretrain(
+        model, tokenizer, corpus, data_config, loop_config, out, context, run.resume, show_progress
+    )
+    progress = result.progress
+    say(
+        f"trained {progress.step:,} steps, {progress.tokens:,} tokens in "
+        f"{progress.elapsed / 60:.1f} min"
+    )
+    if result.last_eval:
+        say("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.last_eval.items()))
+    dropout = run.final_dropout()
+    if dropout is not None and context.is_main and result.final_dir is not None:
+        restore_finetune_dropout(result.final_dir, dropout)
+        say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
+    return result
+
+
+def _quiet(line: str) -> None:
+    """`say` of the processes other than the main one."""
+
+
+def _check_out(out: Path, resume: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    if not resume and ((out / "checkpoints").exists() or (out / "final").exists()):
+        raise ValueError(f"--out {out} already holds a run; add --resume or choose another --out")
+
+
+def _tokenizer(
+    run: PretrainRun,
+    out: Path,
+    context: DistributedContext,
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> Tokenizer:
+    """The run's tokenizer: given, the `init_from` model's, or trained on the corpus into
+    OUT/tokenizer (once: a resumed run finds it there)."""
+    path = run.tokenizer if run.tokenizer is not None else run.init_from
+    if path is not None:
+        return Tokenizer.from_pretrained(path)
+    directory = out / TOKENIZER_DIR
+    if context.is_main and not (directory / "vocab.txt").is_file():
+        size = run.vocabulary_size()
+        lang = sniff_lang(Path(run.corpus[0]), run.lang)
+        recipe = run.recipe() or BudgetRecipe()
+        config = TokenizerTrainingConfig(
+            vocab_size=size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
+        )
+        say(f"training a vocabulary of {size:,} pieces on the corpus ({lang})")
+        tokenizer, report = train_tokenizer(run.corpus, config, show_progress=show_progress)
+        for line in report.summary():
+            say(f"  {line}")
+        with atomic_directory(directory) as temporary:
+            tokenizer.save_pretrained(temporary)
+    barrier(context)
+    return Tokenizer.from_pretrained(directory)
+
+
+def _model_config(
+    run: PretrainRun, tokenizer: Tokenizer, data_config: PretrainDataConfig
+) -> BertConfig:
+    """The architecture: the `init_from` model's, `model_config`, or the preset's for the
+    tokenizer's vocabulary; causal for `clm`; with the pre-training dropout."""
+    if run.init_from is not None:
+        config = BertConfig.from_json_file(Path(run.init_from) / "config.json")
+    elif isinstance(run.model_config, BertConfig):
+        config = run.model_config
+    elif run.model_config is not None:
+        config = BertConfig.from_json_file(run.model_config)
+    else:
+        config = BertConfig.from_preset(
+            run.shape(), vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
+        )
+    if config.vocab_size != tokenizer.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary has "
+            f"{config.vocab_size}; use the model's own tokenizer (or a config with "
+            f"vocab_size {tokenizer.vocab_size})"
+        )
+    if data_config.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"--max-seq-length {data_config.max_seq_length} exceeds the model's "
+            f"max_position_embeddings {config.max_position_embeddings}"
+        )
+    if data_config.objective == "clm":
+        config = config.replace(is_causal=True)
+    dropout = run.pretrain_dropout()
+    if dropout is not None:
+        config = config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    return config
+
+
+def check_memory(config: BertConfig, batch_size: int, length: int) -> None:
+    """Refuse a micro-batch whose training memory clearly exceeds the machine's RAM.
+
+    Raises:
+        ValueError: the estimate exceeds MEMORY_HEADROOM of the physical memory.
+    """
+    layer = batch_size * length * config.hidden_size
+    per_layer = layer * (
+        ACTIVATION_BYTES_PER_HIDDEN
+        + ATTENTION_BYTES_PER_HEAD_POSITION
+        * config.num_attention_heads
+        * length
+        / config.hidden_size
+    )
+    parameters = config.vocab_size * config.hidden_size + config.num_hidden_layers * (
+        12 * config.hidden_size**2
+    )
+    needed = FP32_FACTOR * per_layer * config.num_hidden_layers
+    needed += TRAINING_BYTES_PER_PARAMETER * parameters
+    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if needed > MEMORY_HEADROOM * available:
+        raise ValueError(
+            f"a micro-batch of {batch_size} x {length} tokens needs about {needed / 2**30:.0f} GiB "
+            f"to train, more than this machine's {available / 2**30:.0f} GiB; lower --batch-size "
+            "and raise --gradient-accumulation-steps"
+        )

@@ -1,0 +1,94 @@
+"""Pre-training as a library call: `run_pretraining(PretrainRun(...))` is what the CLI runs."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertlab import PretrainRun, run_pretraining
+from bertlab.cli import build_parser, main
+from bertlab.config import BertConfig
+
+
+def _pretrain_parser() -> argparse.ArgumentParser:
+    subparsers = next(
+        action
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    return subparsers.choices["pretrain"]
+
+
+def test_every_pretrain_flag_is_a_field_of_the_run_and_back() -> None:
+    flags = {action.dest for action in _pretrain_parser()._actions} - {"help", "no_progress"}
+    fields = {field.name for field in dataclasses.fields(PretrainRun)}
+    assert flags == fields
+
+
+def test_the_command_and_the_library_train_the_same_model(pretrain_files, tmp_path) -> None:
+    vocab, corpus = pretrain_files
+    settings = {"max_steps": 3, "model_size": "tiny", "max_seq_length": 32, "eval_examples": 8}
+    argv = ["pretrain", "--corpus", str(corpus), "--tokenizer", str(vocab), "--no-progress"]
+    argv += ["--max-steps", "3", "--model-size", "tiny", "--max-seq-length", "32"]
+    assert main([*argv, "--eval-examples", "8", "--out", str(tmp_path / "cli")]) == 0
+    lines: list[str] = []
+    run = PretrainRun(corpus=[corpus], out=tmp_path / "api", tokenizer=vocab, **settings)
+    result = run_pretraining(run, show_progress=False, say=lines.append)
+    assert result.final_dir == tmp_path / "api" / "final"
+    assert result.progress.step == 3
+    assert any(line.startswith("model: ") for line in lines)
+    by_cli = load_file(tmp_path / "cli" / "final" / "model.safetensors")
+    by_api = load_file(result.final_dir / "model.safetensors")
+    assert by_cli.keys() == by_api.keys()
+    assert all(torch.equal(by_cli[key], by_api[key]) for key in by_cli)
+
+
+def test_a_model_config_object_and_the_dropout_handed_to_fine_tuning(pretrain_files, tmp_path):
+    vocab, corpus = pretrain_files
+    config = BertConfig.from_preset("tiny", vocab_size=126, pad_token_id=0).replace(
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=64
+    )
+    run = PretrainRun(
+        corpus=[corpus],
+        out=tmp_path / "run",
+        tokenizer=vocab,
+        model_config=config,
+        finetune_dropout=0.1,
+        max_steps=2,
+        max_seq_length=32,
+        eval_examples=8,
+    )
+    result = run_pretraining(run, show_progress=False, say=lambda line: None)
+    final = BertConfig.from_json_file(result.final_dir / "config.json")
+    assert final.max_position_embeddings == 64  # the architecture as given
+    assert final.hidden_dropout_prob == final.attention_probs_dropout_prob == 0.1
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"corpus": []}, "at least one corpus file"),
+        ({"max_steps": 5}, "exactly one of budget, max_steps and max_time"),
+        ({"budget": None}, "exactly one of budget, max_steps and max_time"),
+        ({"budget": None, "max_steps": 5, "tokenizer": None}, "give a tokenizer"),
+        ({"mlm_probability": 1.5}, "mlm_probability must be in (0, 1)"),
+        ({"objective": "electra"}, "unknown objective 'electra'"),
+        ({"model_size": "huge"}, "unknown model size 'huge'"),
+        ({"learning_rate": 0.0}, "learning_rate > 0"),
+        ({"objective": "mlm+nsp", "pack_sequences": True}, "pack_sequences needs objective"),
+        ({"lang": "fr"}, "unknown lang 'fr'"),
+        ({"dropout": 1.0}, "dropout must be in [0, 1)"),
+        ({"batch_size": 30, "gradient_accumulation_steps": 4}, "not divisible"),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_is_written(tmp_path, settings, message) -> None:
+    values = {"corpus": ["corpus.txt"], "out": tmp_path / "run", "budget": 60.0}
+    values["tokenizer"] = "vocab.txt"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        PretrainRun(**(values | settings))
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,180 @@
+"""The package's layers: imports point one way, no cycles, no hidden function-local imports.
+
+Read from the source with `ast` (nothing is imported), so the check is fast and sees every
+module. CONTRIBUTING.md explains the layers; `LAYERS` below is their one definition.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
+
+# Lowest first. A module may import from its own layer and the layers below it, never above.
+LAYERS = (
+    ("atomic",),  # writing files: complete or absent
+    ("config", "metrics", "runtime", "tokenization_fast"),
+    ("tokenization",),
+    ("tokenizer_training",),
+    ("data",),  # pure data code: never the model
+    ("checkpoint",),  # file formats and key names, not model classes
+    ("modeling",),
+    ("heads",),
+    ("task_families",),
+    ("training",),
+    ("features", "inspection"),
+    ("apps",),  # the demo and the experiments: compositions of library calls
+    ("__init__",),  # the package's public API
+    ("cli", "__main__"),  # the only code that reads argv; may import lazily (fast --help)
+)
+LAZY_IMPORTS_ALLOWED = ("cli",)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The bertlab module an imported name lives in (a submodule, else its package)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, modules) -> list[str]:
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:  # relative: from the module's own package
+            package = module.split(".")
+            if not modules[module].name == "__init__.py":
+                package = package[:-1]
+            package = package[: len(package) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        names = [f"{base}.{alias.name}" for alias in node.names]
+    found = [_resolve(name, modules) for name in names if name.split(".")[0] == "bertlab"]
+    return [name for name in found if name is not None and name != module]
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(node: ast.AST, in_function: bool = False):
+    """Every import statement under `node` that runs, with whether it is inside a function."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            continue  # annotations only: never run
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child, in_function
+            continue
+        is_function = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+        yield from _import_nodes(child, in_function or is_function)
+
+
+def _imports(modules: dict[str, Path]) -> tuple[dict[str, set[str]], list[str]]:
+    """(module -> bertlab modules imported at import time, function-local bertlab imports)."""
+    graph: dict[str, set[str]] = {}
+    local: list[str] = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[module] = set()
+        for node, in_function in _import_nodes(tree):
+            targets = _imported(node, module, modules)
+            if in_function and targets:
+                local.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+            elif not in_function:
+                graph[module].update(targets)
+    return graph, local
+
+
+def _layer(module: str) -> int:
+    relative = module.split(".")[1:] or ["__init__"]
+    for index, names in enumerate(LAYERS):
+        if relative[0] in names:
+            return index
+    raise AssertionError(f"bertlab.{'.'.join(relative)} is in no layer of LAYERS")
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in _modules():
+        _layer(module)
+
+
+def test_imports_point_down_the_layers() -> None:
+    graph, _ = _imports(_modules())
+    upward = [
+        f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
+        for module, targets in graph.items()
+        for target in targets
+        if _layer(target) > _layer(module)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_there_are_no_import_cycles() -> None:
+    graph, _ = _imports(_modules())
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def walk(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*path[path.index(target) :], target]))
+            elif target not in state:
+                walk(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module)
+    assert not cycles, "\n".join(cycles)
+
+
+def test_only_the_cli_imports_bertlab_modules_inside_functions() -> None:
+    _, local = _imports(_modules())
+    hidden = [where for where in local if where.split("/")[1] not in LAZY_IMPORTS_ALLOWED]
+    assert not hidden, "function-local imports of bertlab modules: " + ", ".join(hidden)
+
+
+def test_the_checks_see_a_cycle_and_a_local_import(tmp_path, monkeypatch) -> None:
+    """The checks above can fail: a made-up package with both faults is caught."""
+    package = tmp_path / "bertlab"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "data" / "__init__.py").write_text("")
+    (package / "data" / "a.py").write_text("from bertlab.data import b\n")
+    (package / "data" / "b.py").write_text("def f():\n    from bertlab.data import a\n")
+    (package / "data" / "c.py").write_text("import bertlab.data.d\n")
+    (package / "data" / "d.py").write_text("from bertlab.data.c import x\nfrom .a import y\n")
+    (package / "modeling.py").write_text("")
+    (package / "config.py").write_text("from bertlab import modeling\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    modules = _modules()
+    graph, local = _imports(modules)
+    assert graph["bertlab.data.c"] == {"bertlab.data.d"}
+    assert graph["bertlab.data.d"] == {"bertlab.data.c", "bertlab.data.a"}
+    assert local == ["bertlab/data/b.py:2"]
+    with pytest.raises(AssertionError, match="bertlab.data.c -> bertlab.data.d"):
+        test_there_are_no_import_cycles()
+    with pytest.raises(AssertionError, match="config .* imports bertlab.modeling"):
+        test_imports_point_down_the_layers()
+    with pytest.raises(AssertionError, match="bertlab/data/b.py:2"):
+        test_only_the_cli_imports_bertlab_modules_inside_functions()
