@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench lint clean
+.PHONY: demo test test-all test-browser bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ""
+
+# `bertlab serve` in headless Chromium (Debian: apt-get install chromium chromium-driver).
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -q -m browser
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_model.py

@@ -5,13 +5,14 @@ and `vocab.txt`. Fill-mask needs the masked-LM head, which pre-trained checkpoin
 fine-tuned ones usually do not; attention maps need only the encoder.
 """
 
-# Shapes: L sequence length, N attention heads, V vocab.
+# Shapes: B batch, L sequence length, N attention heads, V vocab, P masks per text.
 
 from __future__ import annotations
 
 import math
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,7 +69,6 @@ def load_for_fill_mask(directory: str | os.PathLike) -> tuple[BertForPreTraining
     return model, Tokenizer.from_pretrained(directory)
 
 
-@torch.no_grad()
 def fill_mask(
     model: BertForPreTraining, tokenizer: Tokenizer, text: str, top_k: int = 5
 ) -> list[MaskPrediction]:
@@ -81,22 +81,55 @@ def fill_mask(
     Raises:
         ValueError: `text` has no [MASK], or `top_k` < 1.
     """
+    return fill_masks(model, tokenizer, [text], top_k)[0]
+
+
+@torch.no_grad()
+def fill_masks(
+    model: BertForPreTraining, tokenizer: Tokenizer, texts: Sequence[str], top_k: int = 5
+) -> list[list[MaskPrediction]]:
+    """`fill_mask` for many texts in one padded forward pass, the MLM head run only at the
+    [MASK] positions (sparse prediction). Equal to `fill_mask` text by text up to float rounding.
+
+    Args:
+        model: a pre-trained model with its masked-LM head, in eval mode.
+        tokenizer: its tokenizer.
+        texts: B texts, each with at least one [MASK].
+        top_k: candidates per [MASK].
+
+    Returns:
+        Per text, in order, one `MaskPrediction` per [MASK].
+
+    Raises:
+        ValueError: a text has no [MASK] (or every [MASK] was cut off), or `top_k` < 1.
+    """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
-    if MASK_TOKEN not in text:
-        raise ValueError(f"the text has no {MASK_TOKEN} to fill: {text!r}")
-    encoding = tokenizer(text, max_length=model.config.max_position_embeddings)
-    input_ids = torch.tensor([encoding["input_ids"]])  # (1, L)
-    positions = (input_ids[0] == tokenizer.mask_token_id).nonzero().flatten().tolist()
-    if not positions:
+    for text in texts:
+        if MASK_TOKEN not in text:
+            raise ValueError(f"the text has no {MASK_TOKEN} to fill: {text!r}")
+    if not texts:
+        return []
+    encoding = tokenizer(list(texts), max_length=model.config.max_position_embeddings, padding=True)
+    input_ids = torch.tensor(encoding["input_ids"])  # (B, L)
+    positions = [(row == tokenizer.mask_token_id).nonzero().flatten() for row in input_ids]
+    if any(len(row) == 0 for row in positions):
         raise ValueError(f"every {MASK_TOKEN} was cut off by the model's maximum length")
-    logits = model(input_ids, token_type_ids=torch.tensor([encoding["token_type_ids"]])).mlm_logits
-    probabilities = logits[0].float().softmax(dim=-1)  # (L, V)
+    masked_positions = torch.nn.utils.rnn.pad_sequence(positions, batch_first=True)  # (B, P)
+    logits = model(
+        input_ids,
+        torch.tensor(encoding["attention_mask"]),
+        torch.tensor(encoding["token_type_ids"]),
+        masked_positions=masked_positions,
+    ).mlm_logits  # (B, P, V)
+    top = logits.float().softmax(dim=-1).topk(min(top_k, logits.shape[-1]))  # (B, P, k)
     predictions = []
-    for position in positions:
-        top = probabilities[position].topk(min(top_k, probabilities.shape[-1]))
-        tokens = tokenizer.convert_ids_to_tokens(top.indices.tolist())
-        predictions.append(MaskPrediction(position, tokens, top.values.tolist()))
+    for row, row_positions in enumerate(positions):
+        masks = []
+        for slot, position in enumerate(row_positions.tolist()):
+            tokens = tokenizer.convert_ids_to_tokens(top.indices[row, slot].tolist())
+            masks.append(MaskPrediction(position, tokens, top.values[row, slot].tolist()))
+        predictions.append(masks)
     return predictions
 
 
@@ -105,7 +138,6 @@ def load_encoder(directory: str | os.PathLike) -> tuple[BertModel, Tokenizer]:
     return BertModel.from_pretrained(directory).eval(), Tokenizer.from_pretrained(directory)
 
 
-@torch.no_grad()
 def attention_maps(
     model: BertModel, tokenizer: Tokenizer, text: str, layer: int
 ) -> tuple[list[str], torch.Tensor]:
@@ -120,13 +152,29 @@ def attention_maps(
     num_layers = model.config.num_hidden_layers
     if not (1 <= layer <= num_layers or -num_layers <= layer <= -1):
         raise ValueError(f"the model has layers 1..{num_layers}, not {layer}")
+    pieces, attentions = all_attention_maps(model, tokenizer, text)
+    index = layer - 1 if layer > 0 else num_layers + layer
+    return pieces, attentions[index]  # (N, L, L)
+
+
+@torch.no_grad()
+def all_attention_maps(
+    model: BertModel, tokenizer: Tokenizer, text: str
+) -> tuple[list[str], torch.Tensor]:
+    """Every layer's attention over the pieces of `[CLS] text [SEP]`, from one forward pass.
+
+    Returns:
+        (the L pieces, attention (layers, N, L, L) float32: first layer first, query by key).
+
+    Raises:
+        ValueError: an empty text.
+    """
     encoding = tokenizer(text, max_length=model.config.max_position_embeddings)
     if len(encoding["input_ids"]) <= 2:
         raise ValueError("the text has no tokens to show")
     output = model(torch.tensor([encoding["input_ids"]]), output_attentions=True)
-    index = layer - 1 if layer > 0 else num_layers + layer
     pieces = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
-    return pieces, output.attentions[index][0].float()  # (N, L, L)
+    return pieces, torch.stack([layer[0] for layer in output.attentions]).float()
 
 
 def _cjk_font() -> str | None:

@@ -199,6 +199,30 @@ def encode_tagging(
     return features
 
 
+def split_words(text: str, tokenizer: Tokenizer) -> list[tuple[int, int]]:
+    """The words of a raw text as BERT's basic tokenizer splits them, as character spans.
+
+    A word is what the tokenizer's pre-tokenizer yields: whitespace-separated, with every
+    punctuation mark and (for Chinese) every CJK ideograph a word of its own, as in the
+    character-level Chinese NER files. Words that yield no piece (control characters only) are
+    left out. `TaggedSentence(tuple(text[s:e] for s, e in spans), ...)` then tags the text as
+    `encode_tagging` tags a file's sentence.
+
+    Example: `"Ekeus went to Baghdad."` -> `[(0, 5), (6, 10), (11, 13), (14, 21), (21, 22)]`;
+    `"北京人"` -> `[(0, 1), (1, 2), (2, 3)]`.
+
+    Returns:
+        (start, end) characters of each word in `text`, end exclusive, in order.
+    """
+    encoding = tokenizer.backend.encode(text, add_special_tokens=False)
+    spans: dict[int, tuple[int, int]] = {}
+    for word, (start, end) in zip(encoding.word_ids, encoding.offsets, strict=True):
+        if word is not None:
+            first = spans.get(word, (start, end))[0]
+            spans[word] = (first, end)
+    return [spans[word] for word in sorted(spans)]
+
+
 def first_piece_labels(
     word_ids: Sequence[int | None], tags: Sequence[str], label2id: Mapping[str, int]
 ) -> list[int]:

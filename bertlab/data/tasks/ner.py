@@ -55,6 +55,28 @@ def to_iob2(tags: Sequence[str]) -> list[str]:
     return converted
 
 
+def entity_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """The entities in one sentence's tags, as conlleval reads them (`to_iob2`).
+
+    Example: `["B-PER", "I-PER", "O", "S-LOC", "I-ORG"]` ->
+    `[("PER", 0, 2), ("LOC", 3, 4), ("ORG", 4, 5)]`.
+
+    Returns:
+        (entity type, first word, last word + 1) per entity, in order.
+
+    Raises:
+        ValueError: a tag that is neither `O` nor `<prefix>-<type>` with a known prefix.
+    """
+    spans: list[tuple[str, int, int]] = []
+    for index, tag in enumerate(to_iob2(tags)):
+        if tag.startswith("B-"):
+            spans.append((tag[2:], index, index + 1))
+        elif tag.startswith("I-"):  # after `to_iob2`, an I- tag continues the open entity
+            entity_type, start, _ = spans[-1]
+            spans[-1] = (entity_type, start, index + 1)
+    return spans
+
+
 def tag_scheme(tags: Iterable[str]) -> str:
     """`"BIO"` when every tag is O, B- or I-, else `"BMES"` (M-, E- or S- occur)."""
     prefixes = {tag.partition("-")[0] for tag in tags if tag != OUTSIDE_TAG}

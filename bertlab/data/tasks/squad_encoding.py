@@ -321,27 +321,58 @@ def decode_squad(
         ValueError: the logits do not have one row per feature, or a row is shorter than its
             feature.
     """
+    best = best_spans(
+        features, start_logits, end_logits, len(examples), n_best_size, max_answer_length
+    )
+    answers = {}
+    for example, found in zip(examples, best, strict=True):
+        answers[example.id] = "" if found is None else example.context[found[1][0] : found[1][1]]
+    return answers
+
+
+def best_spans(
+    features: Sequence[QAFeature],
+    start_logits: Sequence[Sequence[float]] | np.ndarray,
+    end_logits: Sequence[Sequence[float]] | np.ndarray,
+    num_examples: int,
+    n_best_size: int = N_BEST_SIZE,
+    max_answer_length: int = MAX_ANSWER_LENGTH,
+) -> list[tuple[float, Span] | None]:
+    """The best valid span of each question over all its windows, chosen as `decode_squad` does.
+
+    Example: the window of `decode_squad`'s example gives `[(score, (0, 12))]`, where score is the
+    start score of "ada" plus the end score of "lovelace" and (0, 12) are the characters of
+    "Ada Lovelace" in the context.
+
+    Args:
+        features: from `encode_squad`, in any order, each naming its question (`example_index`).
+        start_logits, end_logits: (F, L) float, one row per feature, as for `decode_squad`.
+        num_examples: Q, the number of questions the features were made from.
+        n_best_size: starts and ends considered per window.
+        max_answer_length: the longest answer, in pieces.
+
+    Returns:
+        Per question, in order, (start score + end score, (start, end) characters in its
+        context, end exclusive), or None when no window has a valid span.
+
+    Raises:
+        ValueError: the logits do not have one row per feature, or a row is shorter than its
+            feature.
+    """
     if len(start_logits) != len(features) or len(end_logits) != len(features):
         raise ValueError(
             f"{len(features)} features but {len(start_logits)} start and {len(end_logits)} end "
             "logit rows"
         )
-    best: dict[int, tuple[float, Span]] = {}
+    best: list[tuple[float, Span] | None] = [None] * num_examples
     for feature, starts, ends in zip(features, start_logits, end_logits, strict=True):
         found = _best_span(
             feature, np.asarray(starts), np.asarray(ends), n_best_size, max_answer_length
         )
-        index = feature.example_index
-        if found is not None and (index not in best or found[0] > best[index][0]):
-            best[index] = found
-    answers = {}
-    for index, example in enumerate(examples):
-        if index in best:
-            start_char, end_char = best[index][1]
-            answers[example.id] = example.context[start_char:end_char]
-        else:
-            answers[example.id] = ""
-    return answers
+        current = best[feature.example_index]
+        if found is not None and (current is None or found[0] > current[0]):
+            best[feature.example_index] = found
+    return best
 
 
 def _best_span(

@@ -1,0 +1,231 @@
+"""What the server computes: each task on a batch of raw inputs, as JSON-ready records.
+
+Every function takes a `ServedModel` and a list of inputs (the texts of one request, or of
+several requests batched together) and returns one record per input, in order. Each is a
+composition of library calls, the same ones `bertlab predict`, `fill-mask` and `attention` make,
+so the server's answers equal the Python API's (tests/unit/test_serve_api.py checks it).
+Inputs are assumed checked (non-empty, within the limits); a text the model cannot take raises
+ValueError with the reason.
+"""
+
+# Shapes: B batch, L sequence length, H hidden_size, N attention heads, C labels.
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from bertlab.apps.serve.models import ServedModel
+from bertlab.data.tasks.classification import Example
+from bertlab.data.tasks.encoding import split_words
+from bertlab.data.tasks.ner import TaggedSentence, entity_spans
+from bertlab.data.tasks.squad import SquadExample
+from bertlab.data.tasks.squad_encoding import best_spans
+from bertlab.features import iterate_encoded, pooled_features
+from bertlab.inspection import all_attention_maps, fill_masks
+from bertlab.metrics import OUTSIDE_TAG
+from bertlab.task_families import predict_rows
+
+BATCH_SIZE = 32  # sequences per forward pass; a batch of requests is cut into such passes
+PRECISION = "fp32"  # CPU inference: bf16 autocast is slower than fp32 on most laptop CPUs
+POOLINGS = ("pooler", "mean", "tokens")
+
+Record = dict[str, Any]
+
+
+def fill_mask(model: ServedModel, texts: Sequence[str], top_k: int) -> list[Record]:
+    """The top-k pieces at every [MASK] of each text (`inspection.fill_masks`).
+
+    Returns:
+        Per text: `{"masks": [{"position", "tokens", "probabilities"}, ...]}`.
+    """
+    predictions = fill_masks(model.mlm, model.tokenizer, texts, top_k)
+    return [
+        {
+            "masks": [
+                {
+                    "position": mask.position,
+                    "tokens": mask.tokens,
+                    "probabilities": mask.probabilities,
+                }
+                for mask in masks
+            ]
+        }
+        for masks in predictions
+    ]
+
+
+def classify(model: ServedModel, inputs: Sequence[tuple[str, str | None]]) -> list[Record]:
+    """Each text (or pair): its label and every label's probability, or a regression score.
+
+    Probabilities are the softmax of the head's logits; the label is their argmax, as
+    `bertlab predict` gives it.
+
+    Args:
+        model: a model with a sequence classification head.
+        inputs: (text, second text or None) per input.
+
+    Returns:
+        Per input: `{"label", "score", "probabilities": [{"label", "probability"}, ...]}`, most
+        probable first; for regression the label is None and the score is the model's output.
+    """
+    examples = [Example(text, pair) for text, pair in inputs]
+    task = model.task
+    features = task.encode(examples, model.tokenizer, None, with_labels=False)
+    rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)  # (C,) each
+    if model.is_regression:
+        return [{"label": None, "score": float(row[0]), "probabilities": []} for row in rows]
+    names = model.label_names
+    records = []
+    for row in rows:
+        probabilities = torch.from_numpy(row).softmax(-1).tolist()
+        ranked = sorted(zip(names, probabilities, strict=True), key=lambda item: -item[1])
+        records.append(
+            {
+                "label": ranked[0][0],
+                "score": ranked[0][1],
+                "probabilities": [{"label": n, "probability": p} for n, p in ranked],
+            }
+        )
+    return records
+
+
+def tag(model: ServedModel, texts: Sequence[str]) -> list[Record]:
+    """Each text's words (as BERT splits them) with their tags, and its entities as spans.
+
+    A word takes its first piece's tag (BERT Sec. 4.3); entities are read from the tags as
+    conlleval reads them (`ner.entity_spans`); offsets are characters of the input text.
+
+    Returns:
+        Per text: `{"words": [{"text", "start", "end", "tag"}], "entities": [{"type", "text",
+        "start", "end"}]}`.
+    """
+    task = model.task
+    word_spans = [split_words(text, model.tokenizer) for text in texts]
+    sentences = [
+        TaggedSentence(tuple(text[s:e] for s, e in spans), (OUTSIDE_TAG,) * len(spans))
+        for text, spans in zip(texts, word_spans, strict=True)
+    ]
+    features = task.encode(sentences, model.tokenizer, None, with_labels=False)
+    rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)
+    tags = task.decode(features, rows, sentences, model.head.id2label)
+    records = []
+    for text, spans, sentence_tags in zip(texts, word_spans, tags, strict=True):
+        words = [
+            {"text": text[start:end], "start": start, "end": end, "tag": word_tag}
+            for (start, end), word_tag in zip(spans, sentence_tags, strict=True)
+        ]
+        entities = []
+        for entity_type, first, last in entity_spans(sentence_tags):
+            start, end = spans[first][0], spans[last - 1][1]
+            entities.append(
+                {"type": entity_type, "text": text[start:end], "start": start, "end": end}
+            )
+        records.append({"words": words, "entities": entities})
+    return records
+
+
+def answer(model: ServedModel, inputs: Sequence[tuple[str, str]]) -> list[Record]:
+    """Each (question, context): the best answer span of the context, as `bertlab predict`
+    chooses it over the context's windows, with its character offsets and its score (the start
+    plus the end logit, BERT Sec. 4.2); an empty answer when no window has a valid span.
+
+    Args:
+        model: a model with a question answering head.
+        inputs: (question, context) per input.
+
+    Returns:
+        Per input: `{"answer", "start", "end", "score"}` (offsets and score None without a span).
+    """
+    task = model.task
+    examples = [
+        SquadExample(str(index), question, context, ())
+        for index, (question, context) in enumerate(inputs)
+    ]
+    features = task.encode(examples, model.tokenizer, None, with_labels=False)
+    rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)  # (L, 2) each
+    data = task.data
+    found = best_spans(
+        features,
+        [row[:, 0] for row in rows],
+        [row[:, 1] for row in rows],
+        len(examples),
+        data.n_best_size,
+        data.max_answer_length,
+    )
+    records = []
+    for example, best in zip(examples, found, strict=True):
+        if best is None:
+            records.append({"answer": "", "start": None, "end": None, "score": None})
+            continue
+        score, (start, end) = best
+        records.append(
+            {"answer": example.context[start:end], "start": start, "end": end, "score": score}
+        )
+    return records
+
+
+def attention(model: ServedModel, text: str, layer: int | None, max_pieces: int) -> Record:
+    """The pieces of `[CLS] text [SEP]` and the attention of one layer (1-based, negative from
+    the last) or of every layer (`layer` None), as nested lists (layers, N, L, L).
+
+    Raises:
+        ValueError: a layer the model does not have, an empty text, or more than `max_pieces`
+            pieces.
+    """
+    num_layers = model.encoder.config.num_hidden_layers
+    if layer is not None and not (1 <= layer <= num_layers or -num_layers <= layer <= -1):
+        raise ValueError(f"the model has layers 1..{num_layers}, not {layer}")
+    num_pieces = len(model.tokenizer.tokenize(text)) + 2  # with [CLS] and [SEP]
+    if num_pieces > max_pieces:
+        raise ValueError(
+            f"the text has {num_pieces} pieces with [CLS] and [SEP]; attention is shown for at "
+            f"most {max_pieces}"
+        )
+    pieces, maps = all_attention_maps(model.encoder, model.tokenizer, text)  # (layers, N, L, L)
+    layers = list(range(1, num_layers + 1))
+    if layer is not None:
+        index = layer - 1 if layer > 0 else num_layers + layer
+        layers, maps = [index + 1], maps[index : index + 1]
+    return {"tokens": pieces, "layers": layers, "attentions": maps.tolist()}
+
+
+def embed(model: ServedModel, texts: Sequence[str], pooling: str) -> list[Record]:
+    """Each text's pieces and its vector: the pooled [CLS] vector (`pooler`, what a
+    classification head reads), the mean of the last layer over the pieces (`mean`), or one
+    vector per piece (`tokens`).
+
+    Raises:
+        ValueError: an unknown pooling, or `pooler` for a model without trained pooler weights.
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+    if pooling == "pooler" and not model.has_pooler:
+        raise ValueError(
+            f"model {model.name!r} has no trained pooler (a {model.architecture}); "
+            "ask for pooling 'mean' or 'tokens'"
+        )
+    encoding = model.tokenizer(list(texts), max_length=model.encoder.config.max_position_embeddings)
+    input_ids = encoding["input_ids"]
+    pieces = [model.tokenizer.convert_ids_to_tokens(ids) for ids in input_ids]
+    if pooling == "pooler":
+        vectors = pooled_features(model.encoder, input_ids, batch_size=BATCH_SIZE)  # (B, H)
+        return [
+            {"tokens": tokens, "vector": vector.tolist(), "vectors": None}
+            for tokens, vector in zip(pieces, vectors, strict=True)
+        ]
+    records: list[Record | None] = [None] * len(texts)
+    for indices, hidden, _, mask in iterate_encoded(model.encoder, input_ids, None, BATCH_SIZE):
+        mask = mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
+        means = (hidden * mask).sum(1) / mask.sum(1)  # (B, H)
+        for row, index in enumerate(indices):
+            length = len(input_ids[index])
+            record = {"tokens": pieces[index], "vector": None, "vectors": None}
+            if pooling == "mean":
+                record["vector"] = means[row].tolist()
+            else:
+                record["vectors"] = hidden[row, :length].tolist()  # (L, H)
+            records[index] = record
+    return records

@@ -1,0 +1,229 @@
+"""The served models: each directory loaded once, with what its head can do.
+
+A directory is served by what it holds (its `config.json` `architectures` and its weights'
+keys):
+
+| the directory holds | it can |
+|---|---|
+| a sequence classification head | `classify` (labels and probabilities, or a regression score) |
+| a token classification head | `tag` (one tag per word, entities as character spans) |
+| a question answering head | `answer` (the best span of the context) |
+| the masked-LM head (a pre-trained model) | `fill-mask` |
+| any BERT encoder | `attention` and `embed` |
+
+Weights are read only from safetensors files, which hold tensors and nothing that runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError, safe_open
+
+from bertlab.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME, normalize_keys
+from bertlab.config import TaskDataConfig, read_json_object
+from bertlab.data.tasks.classification import ColumnSpec
+from bertlab.heads import BertForLabels, BertForTask
+from bertlab.inspection import MLM_HEAD_KEY, load_encoder, load_for_fill_mask
+from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.task_families import ClassificationTask, Task, make_task, read_task_file
+from bertlab.tokenization import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+FILL_MASK, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED = (
+    "fill-mask",
+    "classify",
+    "tag",
+    "answer",
+    "attention",
+    "embed",
+)
+CAPABILITIES = (FILL_MASK, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED)  # the page's order
+# The head architectures served, and the generic task (and its capability) of each; a model
+# fine-tuned by bertlab names its own task in `bertlab_task.json`.
+HEADS = {
+    "BertForSequenceClassification": ("classification", CLASSIFY),
+    "BertForTokenClassification": ("tagging", TAG),
+    "BertForQuestionAnswering": ("qa", ANSWER),
+}
+POOLER_KEY = "pooler.dense.weight"
+# What each capability needs, for the message when a model lacks it.
+NEEDS = {
+    FILL_MASK: "the masked-LM head of a pre-trained model",
+    CLASSIFY: "a sequence classification head (bertlab finetune on a classification task)",
+    TAG: "a token classification head (bertlab finetune on a tagging task)",
+    ANSWER: "a question answering head (bertlab finetune on a SQuAD-style task)",
+}
+
+
+class CapabilityError(LookupError):
+    """A model was asked for something its head cannot do."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One loaded model: its encoder, tokenizer, and the head that gives it its tasks.
+
+    Attributes:
+        name: the name it is served under.
+        architecture: from its config.json, e.g. `BertForSequenceClassification`.
+        encoder: the body, for attention and embeddings (shared with the head, not a copy).
+        tokenizer: its WordPiece tokenizer.
+        head: the task head, or None.
+        task: the head's task (family, labels, input lengths), or None.
+        mlm: the pre-training model with its masked-LM head, or None.
+        has_pooler: its checkpoint holds trained pooler weights (for pooled embeddings).
+    """
+
+    name: str
+    architecture: str
+    encoder: BertModel
+    tokenizer: Tokenizer
+    head: BertForTask | None = None
+    task: Task | None = None
+    mlm: BertForPreTraining | None = None
+    has_pooler: bool = False
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        found = {ATTENTION, EMBED}
+        if self.mlm is not None:
+            found.add(FILL_MASK)
+        if self.head is not None:
+            found.add(HEADS[self.head.architecture][1])
+        return tuple(capability for capability in CAPABILITIES if capability in found)
+
+    @property
+    def label_names(self) -> list[str] | None:
+        """The head's labels (classes or tags) in id order; None for regression or no head."""
+        if isinstance(self.head, BertForLabels) and not self.is_regression:
+            return list(self.head.id2label.values())
+        return None
+
+    @property
+    def is_regression(self) -> bool:
+        return isinstance(self.task, ClassificationTask) and self.task.is_regression
+
+    @property
+    def is_pair(self) -> bool:
+        """Its classification head reads text pairs (RTE, MRPC, ...)."""
+        return isinstance(self.task, ClassificationTask) and self.task.spec.is_pair
+
+    def require(self, capability: str) -> None:
+        """Raise a CapabilityError that says what the model is and what it can do instead."""
+        if capability not in self.capabilities:
+            raise CapabilityError(
+                f"model {self.name!r} cannot {capability}: that needs {NEEDS[capability]}, and "
+                f"it is a {self.architecture}; it can: {', '.join(self.capabilities)}"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """What the page and `GET /api/models` show about the model (no file paths)."""
+        config = self.encoder.config
+        return {
+            "name": self.name,
+            "architecture": self.architecture,
+            "capabilities": list(self.capabilities),
+            "task": None if self.task is None else self.task.name,
+            "labels": self.label_names,
+            "is_regression": self.is_regression,
+            "is_pair": self.is_pair,
+            "has_pooler": self.has_pooler,
+            "num_layers": config.num_hidden_layers,
+            "num_heads": config.num_attention_heads,
+            "hidden_size": config.hidden_size,
+            "vocab_size": config.vocab_size,
+            "max_position_embeddings": config.max_position_embeddings,
+        }
+
+
+def load_served_model(name: str, directory: str | Path) -> ServedModel:
+    """Load a model directory once, in eval mode, with the head its config.json names.
+
+    Raises:
+        FileNotFoundError: no directory, config.json or vocabulary.
+        ValueError: the weights are not in safetensors files, or a file is corrupt.
+    """
+    directory = Path(directory)
+    if not (directory / CONFIG_NAME).is_file():
+        raise FileNotFoundError(f"{directory}: no {CONFIG_NAME} (not a model directory)")
+    keys = normalize_keys(dict.fromkeys(safetensors_keys(directory)), "")
+    values = read_json_object(directory / CONFIG_NAME)
+    architecture = (values.get("architectures") or ["BertModel"])[0]
+    has_pooler = POOLER_KEY in keys
+    if architecture in HEADS:
+        task = _served_task(directory, architecture, values)
+        head = task.load_head(directory, None).eval()
+        task.check_fits(head.config)
+        served = ServedModel(
+            name,
+            architecture,
+            head.bert,
+            Tokenizer.from_pretrained(directory),
+            head=head,
+            task=task,
+            has_pooler=has_pooler and head.use_pooler,
+        )
+    elif MLM_HEAD_KEY in keys:
+        mlm, tokenizer = load_for_fill_mask(directory)
+        served = ServedModel(
+            name, architecture, mlm.bert, tokenizer, mlm=mlm, has_pooler=has_pooler
+        )
+    else:
+        encoder, tokenizer = load_encoder(directory)
+        served = ServedModel(name, architecture, encoder, tokenizer, has_pooler=has_pooler)
+    logger.info(
+        "model %s: %s from %s (%s)", name, architecture, directory, ", ".join(served.capabilities)
+    )
+    return served
+
+
+def safetensors_keys(directory: Path) -> list[str]:
+    """The tensor names of a directory's safetensors weights, read without loading them.
+
+    Raises:
+        ValueError: the directory has no safetensors weights (only `pytorch_model.bin`, say), or
+            they are corrupt.
+    """
+    if (directory / WEIGHTS_NAME).is_file():
+        try:
+            with safe_open(str(directory / WEIGHTS_NAME), framework="pt") as weights:
+                return list(weights.keys())
+        except SafetensorError as error:
+            raise ValueError(
+                f"cannot read {directory / WEIGHTS_NAME} (corrupt?): {error}"
+            ) from None
+    if (directory / WEIGHTS_INDEX_NAME).is_file():
+        index = json.loads((directory / WEIGHTS_INDEX_NAME).read_text(encoding="utf-8"))
+        return list(index["weight_map"])
+    raise ValueError(
+        f"{directory}: no {WEIGHTS_NAME}; bertlab serve loads weights only from safetensors "
+        "files (load the model in Python and save_pretrained it to convert)"
+    )
+
+
+def _served_task(directory: Path, architecture: str, values: dict[str, Any]) -> Task:
+    """The head's task: the one bertlab_task.json names, else the generic task of its family."""
+    saved = read_task_file(directory)
+    if saved is not None and saved.get("task"):
+        columns = ColumnSpec(**saved["columns"]) if saved.get("columns") else None
+        task = make_task(saved["task"], columns, TaskDataConfig(**(saved.get("data") or {})))
+        if task.head_class.architecture == architecture:
+            return task
+        logger.warning(
+            "%s: bertlab_task.json names task %s, which is not a %s; serving it as generic",
+            directory,
+            saved["task"],
+            architecture,
+        )
+    family = HEADS[architecture][0]
+    if family == "classification":
+        num_labels = len(values.get("id2label") or {}) or values.get("num_labels")
+        is_regression = values.get("problem_type") == "regression" or num_labels == 1
+        return make_task(family, ColumnSpec("text", is_regression=is_regression))
+    return make_task(family)

@@ -1,0 +1,76 @@
+"""Running the app: load every model once, bind the address, serve until interrupted."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Sequence
+
+import uvicorn
+
+from bertlab.apps.serve.api import create_app
+from bertlab.apps.serve.models import ServedModel, load_served_model
+from bertlab.apps.serve.settings import ServeConfig
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+SHUTDOWN_GRACE_SECONDS = 5  # requests still running when interrupted get this long to finish
+
+
+def load_models(models: Sequence[tuple[str, object]]) -> list[ServedModel]:
+    """Every (name, directory) loaded once, in order.
+
+    Raises:
+        FileNotFoundError, ValueError: a directory that is not a servable model (named).
+    """
+    return [load_served_model(name, directory) for name, directory in models]
+
+
+def allowed_hosts(host: str) -> list[str]:
+    """The Host headers to answer: the loopback names on a loopback server, any elsewhere."""
+    return list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else ["*"]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on (host, port); port 0 picks a free one.
+
+    Raises:
+        OSError: the address is taken or cannot be bound (its message names why).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    return sock
+
+
+def run_server(config: ServeConfig) -> None:
+    """Load the models, then serve the page and the API on `config.host:config.port` until
+    interrupted (Ctrl-C). Errors in the models or the address are raised before anything is
+    served."""
+    models = load_models(config.models)
+    sock = bind(config.host, config.port)
+    app = create_app(models, config.limits, config.workers, allowed_hosts(config.host))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_config=None,  # keep the command line's logging
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+            limit_concurrency=config.limits.max_connections,
+        )
+    )
+    port = sock.getsockname()[1]
+    shown = f"[{config.host}]" if ":" in config.host else config.host
+    logger.info("serving %d model(s) at http://%s:%d/ (Ctrl-C stops)", len(models), shown, port)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C again once it has shut down
+        pass
+    logger.info("stopped")

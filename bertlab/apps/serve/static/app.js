@@ -1,0 +1,388 @@
+// bertlab serve: the page. Plain JavaScript, no build step and no dependency; every text the
+// model or the user wrote is put into the page with textContent, never as HTML.
+"use strict";
+
+const state = { models: [], limits: null, attention: null };
+
+// --- small helpers --------------------------------------------------------------------------
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function percent(probability) {
+  return (100 * probability).toFixed(1) + "%";
+}
+
+async function callApi(path, body) {
+  const options = body === undefined ? {} : {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(path, options);
+  let answer = null;
+  try {
+    answer = await response.json();
+  } catch (error) {
+    answer = null;
+  }
+  if (!response.ok) {
+    const detail = answer && answer.detail ? answer.detail : response.statusText;
+    throw new Error(response.status + ": " + detail);
+  }
+  return answer;
+}
+
+function modelPath(view, task) {
+  const name = document.getElementById(view + "-model").value;
+  return "/api/models/" + encodeURIComponent(name) + "/" + task;
+}
+
+function modelNamed(name) {
+  return state.models.find((model) => model.name === name);
+}
+
+// A color ramp from white to dark blue, for a value in [0, 1].
+function shade(value) {
+  const low = [247, 251, 255];
+  const high = [8, 48, 107];
+  const mix = low.map((channel, index) => Math.round(channel + (high[index] - channel) * value));
+  return "rgb(" + mix.join(",") + ")";
+}
+
+function bars(entries, topName) {
+  // entries: [{name, value (0..1)}], drawn as labelled probability bars.
+  const grid = element("div", "bars");
+  for (const entry of entries) {
+    const row = entry.name === topName ? "top" : "";
+    const name = element("span", "bar-name " + row, entry.name);
+    const track = element("span", "bar-track " + row);
+    const fill = element("span", "bar-fill");
+    fill.style.display = "block";
+    fill.style.width = Math.max(0, Math.min(100, 100 * entry.value)) + "%";
+    track.appendChild(fill);
+    const value = element("span", "bar-value " + row, percent(entry.value));
+    grid.append(name, track, value);
+  }
+  return grid;
+}
+
+// --- views ----------------------------------------------------------------------------------
+
+const views = {
+  "fill-mask": {
+    async run() {
+      const text = document.getElementById("fill-mask-text").value;
+      const answer = await callApi(modelPath("fill-mask", "fill-mask"), { texts: [text], top_k: 8 });
+      const result = answer.results[0];
+      const box = element("div");
+      const sentence = element("p", "headline");
+      const parts = text.split("[MASK]");
+      parts.forEach((part, index) => {
+        sentence.appendChild(document.createTextNode(part));
+        if (index < result.masks.length) {
+          sentence.appendChild(element("span", "filled", result.masks[index].tokens[0]));
+        }
+      });
+      box.appendChild(sentence);
+      result.masks.forEach((mask, index) => {
+        box.appendChild(element("h3", "", "[MASK] " + (index + 1) + " (piece " + mask.position + ")"));
+        const entries = mask.tokens.map((token, rank) => ({ name: token, value: mask.probabilities[rank] }));
+        const grid = bars(entries, mask.tokens[0]);
+        grid.classList.add("candidates");
+        box.appendChild(grid);
+      });
+      return box;
+    },
+  },
+
+  classify: {
+    async run() {
+      const model = modelNamed(document.getElementById("classify-model").value);
+      const body = { texts: [document.getElementById("classify-text").value] };
+      if (model.is_pair) body.text_pairs = [document.getElementById("classify-pair").value];
+      const answer = await callApi(modelPath("classify", "classify"), body);
+      const result = answer.results[0];
+      const box = element("div");
+      const headline = element("p", "headline");
+      if (result.label === null) {
+        headline.append("Score: ", element("strong", "prediction", result.score.toFixed(3)));
+        box.appendChild(headline);
+        return box;
+      }
+      headline.append("Label: ", element("strong", "prediction", result.label));
+      headline.append(" (" + percent(result.score) + ")");
+      box.appendChild(headline);
+      const entries = result.probabilities.map((item) => ({ name: item.label, value: item.probability }));
+      box.appendChild(bars(entries, result.label));
+      return box;
+    },
+    onModel(model) {
+      document.getElementById("classify-pair-label").hidden = !model.is_pair;
+    },
+  },
+
+  tag: {
+    async run() {
+      const text = document.getElementById("tag-text").value;
+      const answer = await callApi(modelPath("tag", "tag"), { texts: [text] });
+      const result = answer.results[0];
+      const box = element("div");
+      const types = [...new Set(result.entities.map((entity) => entity.type))].sort();
+      const marked = element("p", "marked-text");
+      let position = 0;
+      for (const entity of result.entities) {
+        marked.appendChild(document.createTextNode(text.slice(position, entity.start)));
+        const mark = element("mark", "entity type-" + (types.indexOf(entity.type) % 8));
+        mark.dataset.type = entity.type;
+        mark.appendChild(element("span", "entity-text", text.slice(entity.start, entity.end)));
+        mark.appendChild(element("span", "entity-type", entity.type));
+        marked.appendChild(mark);
+        position = entity.end;
+      }
+      marked.appendChild(document.createTextNode(text.slice(position)));
+      box.appendChild(marked);
+      const count = result.entities.length;
+      box.appendChild(element("p", "note", count === 1 ? "1 entity" : count + " entities"));
+      const table = element("table", "words");
+      const words = element("tr");
+      const tags = element("tr");
+      words.appendChild(element("th", "", "word"));
+      tags.appendChild(element("th", "", "tag"));
+      for (const word of result.words) {
+        words.appendChild(element("td", "", word.text));
+        tags.appendChild(element("td", "", word.tag));
+      }
+      table.append(words, tags);
+      const scroll = element("div", "heatmap-scroll");
+      scroll.appendChild(table);
+      box.appendChild(scroll);
+      return box;
+    },
+  },
+
+  answer: {
+    async run() {
+      const question = document.getElementById("answer-question").value;
+      const context = document.getElementById("answer-context").value;
+      const answer = await callApi(modelPath("answer", "answer"), { inputs: [{ question, context }] });
+      const result = answer.results[0];
+      const box = element("div");
+      const headline = element("p", "headline");
+      if (result.start === null) {
+        headline.textContent = "No answer span found in the context.";
+        box.appendChild(headline);
+        return box;
+      }
+      headline.append("Answer: ", element("strong", "prediction", result.answer));
+      headline.append(" (score " + result.score.toFixed(2) + ", characters " + result.start + "–" + result.end + ")");
+      box.appendChild(headline);
+      const marked = element("p", "marked-text");
+      marked.append(context.slice(0, result.start));
+      marked.appendChild(element("mark", "answer", context.slice(result.start, result.end)));
+      marked.append(context.slice(result.end));
+      box.appendChild(marked);
+      return box;
+    },
+  },
+
+  attention: {
+    async run() {
+      const text = document.getElementById("attention-text").value;
+      const layer = Number(document.getElementById("attention-layer").value);
+      const answer = await callApi(modelPath("attention", "attention"), { text, layer });
+      state.attention = answer;
+      return drawAttention();
+    },
+    onModel(model) {
+      const layers = document.getElementById("attention-layer");
+      layers.replaceChildren();
+      for (let layer = 1; layer <= model.num_layers; layer += 1) {
+        const option = element("option", "", "layer " + layer + " of " + model.num_layers);
+        option.value = layer;
+        layers.appendChild(option);
+      }
+      layers.value = model.num_layers;
+      const heads = document.getElementById("attention-head");
+      heads.replaceChildren();
+      const mean = element("option", "", "mean of the heads");
+      mean.value = "mean";
+      heads.appendChild(mean);
+      for (let head = 1; head <= model.num_heads; head += 1) {
+        const option = element("option", "", "head " + head);
+        option.value = head;
+        heads.appendChild(option);
+      }
+    },
+  },
+
+  embed: {
+    async run() {
+      const texts = document.getElementById("embed-text").value.split("\n").filter((line) => line.trim());
+      const pooling = document.getElementById("embed-pooling").value;
+      const answer = await callApi(modelPath("embed", "embed"), { texts, pooling });
+      const vectors = answer.results.map((result) => result.vector);
+      const box = element("div");
+      box.appendChild(element("p", "note", texts.length + " vectors of " + vectors[0].length +
+        " numbers (" + pooling + "); cosine similarity of every pair:"));
+      box.appendChild(similarityTable(texts, vectors));
+      return box;
+    },
+    onModel(model) {
+      const pooler = document.querySelector("#embed-pooling option[value='pooler']");
+      pooler.disabled = !model.has_pooler;
+      if (!model.has_pooler) document.getElementById("embed-pooling").value = "mean";
+    },
+  },
+};
+
+function drawAttention() {
+  const answer = state.attention;
+  const tokens = answer.tokens;
+  const headChoice = document.getElementById("attention-head").value;
+  const heads = answer.attentions[0];
+  let matrix;
+  if (headChoice === "mean") {
+    matrix = tokens.map((_, row) => tokens.map((__, column) =>
+      heads.reduce((sum, head) => sum + head[row][column], 0) / heads.length));
+  } else {
+    matrix = heads[Number(headChoice) - 1];
+  }
+  const top = Math.max(...matrix.map((row) => Math.max(...row))) || 1;  // one scale: 0 .. top
+  const box = element("div");
+  const which = headChoice === "mean" ? "the mean of " + heads.length + " heads" : "head " + headChoice;
+  box.appendChild(element("p", "note", "Layer " + answer.layers[0] + ", " + which +
+    ". Rows: the attending piece; columns: the piece attended to. Hover a cell for its weight."));
+  const grid = element("div", "heatmap attention-map");
+  grid.style.gridTemplateColumns = "max-content repeat(" + tokens.length + ", var(--cell))";
+  grid.appendChild(element("div", "corner", ""));
+  for (const token of tokens) grid.appendChild(element("div", "col-label", token));
+  tokens.forEach((token, row) => {
+    grid.appendChild(element("div", "row-label", token));
+    matrix[row].forEach((value, column) => {
+      const cell = element("div", "cell");
+      cell.style.background = shade(value / top);
+      cell.title = token + " → " + tokens[column] + ": " + value.toFixed(3);
+      grid.appendChild(cell);
+    });
+  });
+  const scroll = element("div", "heatmap-scroll");
+  scroll.appendChild(grid);
+  box.appendChild(scroll);
+  const legend = element("div", "legend");
+  legend.append("0", element("span", "ramp"), top.toFixed(2) + " (attention weight)");
+  box.appendChild(legend);
+  return box;
+}
+
+function similarityTable(texts, vectors) {
+  const norms = vectors.map((vector) => Math.sqrt(vector.reduce((sum, x) => sum + x * x, 0)));
+  const cosine = (a, b) => vectors[a].reduce((sum, x, i) => sum + x * vectors[b][i], 0) /
+    (norms[a] * norms[b] || 1);
+  const short = (text) => (text.length > 40 ? text.slice(0, 39) + "…" : text);
+  const grid = element("div", "heatmap similarity");
+  grid.style.gridTemplateColumns = "max-content repeat(" + texts.length + ", 64px)";
+  grid.appendChild(element("div", "corner", ""));
+  texts.forEach((_, index) => grid.appendChild(element("div", "col-label", "#" + (index + 1))));
+  texts.forEach((text, row) => {
+    grid.appendChild(element("div", "row-label", "#" + (row + 1) + " " + short(text)));
+    texts.forEach((__, column) => {
+      const value = cosine(row, column);
+      const cell = element("div", "cell", value.toFixed(2));
+      cell.style.background = shade(Math.max(0, value));
+      cell.style.color = value > 0.6 ? "white" : "inherit";
+      grid.appendChild(cell);
+    });
+  });
+  return grid;
+}
+
+// --- wiring ---------------------------------------------------------------------------------
+
+function showView(name) {
+  for (const tab of document.querySelectorAll("#tabs button")) {
+    tab.setAttribute("aria-selected", String(tab.dataset.view === name));
+  }
+  for (const view of document.querySelectorAll(".view")) {
+    view.hidden = view.id !== "view-" + name;
+  }
+  if (location.hash !== "#" + name) history.replaceState(null, "", "#" + name);
+}
+
+function setUpView(name) {
+  const view = views[name];
+  const select = document.getElementById(name + "-model");
+  const capable = state.models.filter((model) => model.capabilities.includes(name));
+  for (const model of capable) {
+    const option = element("option", "", model.name + " (" + model.architecture + ")");
+    option.value = model.name;
+    select.appendChild(option);
+  }
+  const tab = document.querySelector("#tabs button[data-view='" + name + "']");
+  if (capable.length === 0) {
+    tab.disabled = true;
+    tab.title = "none of the served models can do this";
+    return;
+  }
+  const onModel = () => view.onModel && view.onModel(modelNamed(select.value));
+  select.addEventListener("change", onModel);
+  onModel();
+  const form = document.getElementById(name + "-form");
+  const button = document.getElementById(name + "-run");
+  const errorBox = document.getElementById(name + "-error");
+  const resultBox = document.getElementById(name + "-result");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    errorBox.textContent = "";
+    resultBox.setAttribute("aria-busy", "true");
+    try {
+      resultBox.replaceChildren(await view.run());
+      resultBox.dataset.done = String(Number(resultBox.dataset.done || 0) + 1);
+    } catch (error) {
+      errorBox.textContent = error.message;
+      resultBox.replaceChildren();
+    } finally {
+      button.disabled = false;
+      resultBox.removeAttribute("aria-busy");
+    }
+  });
+}
+
+async function start() {
+  try {
+    const answer = await callApi("/api/models");
+    state.models = answer.models;
+    state.limits = answer.limits;
+  } catch (error) {
+    document.getElementById("models-summary").textContent = "Cannot reach the server: " + error.message;
+    return;
+  }
+  const names = state.models.map((model) => model.name + " (" + model.architecture + ", " +
+    model.num_layers + " layers, " + model.num_heads + " heads, hidden " + model.hidden_size + ")");
+  document.getElementById("models-summary").textContent = "Models: " + names.join("; ");
+  for (const name of Object.keys(views)) setUpView(name);
+  document.getElementById("attention-head").addEventListener("change", () => {
+    if (state.attention) document.getElementById("attention-result").replaceChildren(drawAttention());
+  });
+  document.getElementById("attention-layer").addEventListener("change", () => {
+    if (state.attention) document.getElementById("attention-form").requestSubmit();
+  });
+  for (const tab of document.querySelectorAll("#tabs button")) {
+    tab.addEventListener("click", () => showView(tab.dataset.view));
+  }
+  const enabled = [...document.querySelectorAll("#tabs button:not(:disabled)")].map((tab) => tab.dataset.view);
+  const showWanted = () => {
+    const wanted = location.hash.slice(1);
+    showView(enabled.includes(wanted) ? wanted : enabled[0]);
+  };
+  window.addEventListener("hashchange", showWanted);
+  showWanted();
+  document.body.dataset.ready = "true";
+}
+
+document.addEventListener("DOMContentLoaded", start);

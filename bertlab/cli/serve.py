@@ -1,0 +1,81 @@
+"""`bertlab serve`: a local web page and JSON API on one or more model directories."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bertlab.cli.common import CommandError
+
+DEMO_COMMAND = (
+    "bertlab serve --model encoder=runs/demo/pretrain/final "
+    "--model sst2=runs/demo/finetune/pre-trained/seed-1/best"
+)
+
+
+def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.apps.serve.settings import DEFAULT_PORT, LOOPBACK_HOST, MAX_BATCH_TEXTS
+
+    parser = subparsers.add_parser(
+        "serve",
+        help="a local web page and JSON API to try models and look inside them",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Load each model once and serve a web page (fill-mask, classify, tag, "
+        "answer,\nattention, embeddings) and a JSON API under /api (OpenAPI: /openapi.json). "
+        "What a model\ncan do follows from its head. Listens on this machine only unless "
+        "--host says otherwise.\n\nOn the models `bertlab demo` writes, then open "
+        f"http://127.0.0.1:{DEFAULT_PORT}/ :\n\n  {DEMO_COMMAND}\n\n"
+        "More: docs/serve.md",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="[NAME=]DIR",
+        help="a model directory (safetensors weights), named NAME in the API and the page "
+        "(default: the directory's name); repeat for several models",
+    )
+    parser.add_argument(
+        "--host",
+        default=LOOPBACK_HOST,
+        help=f"interface to listen on (default: {LOOPBACK_HOST}, this machine only; "
+        "0.0.0.0 opens it to the network)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--max-batch-texts",
+        type=int,
+        default=MAX_BATCH_TEXTS,
+        help="texts of requests that arrive together run in one forward pass, up to this many "
+        "(default: %(default)s; 1 turns batching off)",
+    )
+    parser.set_defaults(handler=run_serve)
+
+
+def model_arguments(values: list[str]) -> tuple[tuple[str, Path], ...]:
+    """`--model` values as (name, directory): `NAME=DIR`, or `DIR` named by its last part."""
+    from bertlab.apps.serve.settings import MODEL_NAME
+
+    models = []
+    for value in values:
+        name, separator, directory = value.partition("=")
+        if not (separator and MODEL_NAME.fullmatch(name) and directory):
+            name, directory = Path(value).name, value
+            if not MODEL_NAME.fullmatch(name):
+                raise CommandError(f"--model {value}: name it with --model NAME={value}")
+        models.append((name, Path(directory)))
+    return tuple(models)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from bertlab.apps.serve.server import run_server
+    from bertlab.apps.serve.settings import ServeConfig, ServeLimits
+
+    limits = dataclasses.replace(ServeLimits(), max_batch_texts=args.max_batch_texts)
+    config = ServeConfig(model_arguments(args.model), args.host, args.port, limits=limits)
+    run_server(config)
+    return 0

@@ -1,0 +1,330 @@
+"""`bertlab serve`'s JSON API on a live loopback server: every endpoint answers what the same
+call through the Python API gives, and bad requests get a 4xx with a message while the server
+keeps serving."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+import torch
+
+from bertlab.apps.serve.api import create_app
+from bertlab.apps.serve.server import allowed_hosts, load_models
+from bertlab.config import TaskDataConfig
+from bertlab.data.tasks.classification import ColumnSpec, Example
+from bertlab.data.tasks.encoding import split_words
+from bertlab.data.tasks.ner import TaggedSentence, entity_spans
+from bertlab.data.tasks.squad import SquadExample
+from bertlab.heads import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from bertlab.inspection import all_attention_maps, fill_mask, load_for_fill_mask
+from bertlab.modeling import BertModel
+from bertlab.task_families import make_task, run_task
+from bertlab.tokenization import Tokenizer
+
+REVIEW = "Great phone, long battery life."
+NER_TEXT = "U.N. official Ekeus heads for Baghdad."
+CONTEXT = "Denver beat Carolina 24-10 in Santa Clara. Denver won its third title."
+
+
+@pytest.fixture(scope="module")
+def base_url(serve_models, start_server) -> str:
+    models = load_models(list(serve_models.items()))
+    return start_server(create_app(models, allowed_hosts=allowed_hosts("127.0.0.1")))
+
+
+def call(url: str, body: object = None, raw: bytes | None = None, headers=None):
+    """(status, decoded JSON answer) of a GET (no body) or a POST."""
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def post(base_url: str, model: str, task: str, body: object):
+    return call(f"{base_url}/api/models/{model}/{task}", body)
+
+
+# --- happy paths equal the Python API -------------------------------------------------------------
+
+
+def test_models_lists_each_models_capabilities_and_the_limits(base_url):
+    status, answer = call(f"{base_url}/api/models")
+    assert status == 200
+    capabilities = {model["name"]: model["capabilities"] for model in answer["models"]}
+    assert capabilities == {
+        "mlm": ["fill-mask", "attention", "embed"],
+        "sentiment": ["classify", "attention", "embed"],
+        "stsb": ["classify", "attention", "embed"],
+        "ner": ["tag", "attention", "embed"],
+        "qa": ["answer", "attention", "embed"],
+    }
+    sentiment = next(model for model in answer["models"] if model["name"] == "sentiment")
+    assert sentiment["labels"] == ["negative", "neutral", "positive"]
+    assert answer["limits"]["max_texts"] == 32
+    assert "directory" not in json.dumps(answer) and "/tmp" not in json.dumps(answer)
+
+
+def test_fill_mask_equals_the_python_api(base_url, serve_models):
+    texts = ["great [MASK] , long battery life .", "[MASK] phone [MASK] ."]
+    status, answer = post(base_url, "mlm", "fill-mask", {"texts": texts, "top_k": 3})
+    assert status == 200
+    model, tokenizer = load_for_fill_mask(serve_models["mlm"])
+    for text, result in zip(texts, answer["results"], strict=True):
+        expected = fill_mask(model, tokenizer, text, top_k=3)
+        assert [mask["position"] for mask in result["masks"]] == [p.position for p in expected]
+        for mask, prediction in zip(result["masks"], expected, strict=True):
+            assert mask["tokens"] == prediction.tokens
+            assert mask["probabilities"] == pytest.approx(prediction.probabilities, abs=1e-6)
+
+
+def test_classify_equals_the_python_api(base_url, serve_models):
+    texts = [REVIEW, "Screen cracked, fragile build.", "Fine value for money"]
+    status, answer = post(base_url, "sentiment", "classify", {"texts": texts})
+    assert status == 200
+    directory = serve_models["sentiment"]
+    model = BertForSequenceClassification.from_pretrained(directory).eval()
+    tokenizer = Tokenizer.from_pretrained(directory)
+    task = make_task("classification", ColumnSpec("review", label="sentiment"))
+    labels = run_task(task, model, tokenizer, [Example(text) for text in texts], 8, "fp32")
+    with torch.no_grad():
+        logits = [model(torch.tensor([tokenizer(text)["input_ids"]])).logits[0] for text in texts]
+    for result, label, row in zip(answer["results"], labels, logits, strict=True):
+        row = row.softmax(-1)
+        assert result["label"] == label
+        shown = {item["label"]: item["probability"] for item in result["probabilities"]}
+        assert shown == pytest.approx(
+            dict(zip(model.id2label.values(), row.tolist(), strict=True)), abs=1e-5
+        )
+        assert result["score"] == max(shown.values())
+
+
+def test_pair_regression_gives_the_score_of_the_python_api(base_url, serve_models):
+    body = {"texts": ["A man plays a guitar."], "text_pairs": ["A man plays music."]}
+    status, answer = post(base_url, "stsb", "classify", body)
+    assert status == 200
+    directory = serve_models["stsb"]
+    model = BertForSequenceClassification.from_pretrained(directory).eval()
+    (score,) = run_task(
+        make_task("stsb"),
+        model,
+        Tokenizer.from_pretrained(directory),
+        [Example(body["texts"][0], body["text_pairs"][0])],
+        8,
+        "fp32",
+    )
+    assert answer["results"][0]["label"] is None
+    assert answer["results"][0]["score"] == pytest.approx(score, abs=1e-5)
+    status, answer = post(base_url, "stsb", "classify", {"texts": ["no pair"]})
+    assert status == 422 and "text_pairs" in answer["detail"]
+
+
+def test_tag_equals_the_python_api_with_character_offsets(base_url, serve_models):
+    status, answer = post(base_url, "ner", "tag", {"texts": [NER_TEXT]})
+    assert status == 200
+    directory = serve_models["ner"]
+    model = BertForTokenClassification.from_pretrained(directory).eval()
+    tokenizer = Tokenizer.from_pretrained(directory)
+    spans = split_words(NER_TEXT, tokenizer)
+    words = tuple(NER_TEXT[start:end] for start, end in spans)
+    sentence = TaggedSentence(words, ("O",) * len(words))
+    (tags,) = run_task(make_task("conll2003"), model, tokenizer, [sentence], 8, "fp32")
+    result = answer["results"][0]
+    assert [word["text"] for word in result["words"]] == list(words)
+    assert [word["tag"] for word in result["words"]] == tags
+    expected = [
+        (kind, spans[first][0], spans[last - 1][1]) for kind, first, last in entity_spans(tags)
+    ]
+    assert [(e["type"], e["start"], e["end"]) for e in result["entities"]] == expected
+    assert expected, "the random tagger should find some entity in this sentence"
+    for entity in result["entities"]:
+        assert NER_TEXT[entity["start"] : entity["end"]] == entity["text"]
+
+
+def test_answer_equals_the_python_api_and_is_marked_in_the_context(base_url, serve_models):
+    questions = ["Who won?", "Where was the game?"]
+    inputs = [{"question": question, "context": CONTEXT} for question in questions]
+    status, answer = post(base_url, "qa", "answer", {"inputs": inputs})
+    assert status == 200
+    directory = serve_models["qa"]
+    task = make_task("squad", data=TaskDataConfig(squad_max_seq_length=64))
+    examples = [SquadExample(str(i), q, CONTEXT, ()) for i, q in enumerate(questions)]
+    model = BertForQuestionAnswering.from_pretrained(directory).eval()
+    expected = run_task(task, model, Tokenizer.from_pretrained(directory), examples, 8, "fp32")
+    for index, result in enumerate(answer["results"]):
+        assert result["answer"] == expected[str(index)] != ""
+        assert CONTEXT[result["start"] : result["end"]] == result["answer"]
+        assert isinstance(result["score"], float)
+
+
+@pytest.mark.parametrize("layer", [1, -1, None])
+def test_attention_equals_the_python_api(base_url, serve_models, layer):
+    text = "great phone , long battery life ."
+    status, answer = post(base_url, "ner", "attention", {"text": text, "layer": layer})
+    assert status == 200
+    directory = serve_models["ner"]
+    encoder = BertModel.from_pretrained(directory).eval()
+    pieces, maps = all_attention_maps(encoder, Tokenizer.from_pretrained(directory), text)
+    assert answer["tokens"] == pieces
+    expected = maps if layer is None else maps[[layer - 1 if layer > 0 else layer]]
+    assert answer["layers"] == ([1, 2] if layer is None else [1 if layer == 1 else 2])
+    torch.testing.assert_close(torch.tensor(answer["attentions"]), expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("pooling", ["pooler", "mean", "tokens"])
+def test_embed_equals_the_python_api(base_url, serve_models, pooling):
+    texts = ["great phone .", "screen cracked , fragile build ."]
+    status, answer = post(base_url, "sentiment", "embed", {"texts": texts, "pooling": pooling})
+    assert status == 200 and answer["pooling"] == pooling
+    directory = serve_models["sentiment"]
+    encoder = BertModel.from_pretrained(directory).eval()
+    tokenizer = Tokenizer.from_pretrained(directory)
+    for text, result in zip(texts, answer["results"], strict=True):
+        ids = tokenizer(text)["input_ids"]
+        assert result["tokens"] == tokenizer.convert_ids_to_tokens(ids)
+        with torch.no_grad():
+            output = encoder(torch.tensor([ids]))
+        expected = {
+            "pooler": ("vector", output.pooler_output[0]),
+            "mean": ("vector", output.last_hidden_state[0].mean(0)),
+            "tokens": ("vectors", output.last_hidden_state[0]),
+        }[pooling]
+        got = torch.tensor(result[expected[0]])
+        torch.testing.assert_close(got, expected[1], rtol=0, atol=1e-5)
+
+
+def test_concurrent_requests_get_their_own_answers(base_url):
+    """Requests that arrive together may share a forward pass; each still gets its own answer,
+    equal to what it gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"{REVIEW} {'long ' * count}battery" for count in range(12)]
+    alone = [post(base_url, "sentiment", "classify", {"texts": [t]})[1] for t in texts]
+    with ThreadPoolExecutor(12) as pool:
+        together = list(
+            pool.map(lambda t: post(base_url, "sentiment", "classify", {"texts": [t]})[1], texts)
+        )
+    for single, batched in zip(alone, together, strict=True):
+        assert batched["results"][0]["label"] == single["results"][0]["label"]
+        assert batched["results"][0]["score"] == pytest.approx(
+            single["results"][0]["score"], abs=1e-5
+        )
+
+
+# --- bad requests: 4xx with a message, and the server keeps serving -------------------------------
+
+BAD_REQUESTS = [
+    # (model, task, body, status, part of the message)
+    ("mlm", "fill-mask", {"texts": [""]}, 422, "at least 1 character"),
+    ("mlm", "fill-mask", {"texts": ["   "]}, 422, "texts[0] is empty"),
+    ("mlm", "fill-mask", {"texts": ["[MASK] " + "a" * 4000]}, 422, "at most 4000"),
+    ("mlm", "fill-mask", {"texts": ["[MASK]"] * 33}, 422, "at most 32"),
+    ("mlm", "fill-mask", {"texts": []}, 422, "texts: List should have at least 1 item"),
+    ("mlm", "fill-mask", {"texts": "a [MASK]"}, 422, "texts: Input should be a valid list"),
+    ("mlm", "fill-mask", {"texts": [5]}, 422, "texts.0: Input should be a valid string"),
+    ("mlm", "fill-mask", {"texts": ["[MASK]"], "top_k": "five"}, 422, "top_k"),
+    ("mlm", "fill-mask", {"texts": ["[MASK]"], "top_k": 51}, 422, "top_k is at most 50"),
+    ("mlm", "fill-mask", {}, 422, "texts: Field required"),
+    ("mlm", "fill-mask", {"text": "a [MASK]"}, 422, "text: Extra inputs are not permitted"),
+    ("mlm", "fill-mask", {"texts": ["no mask here"]}, 422, "has no [MASK]"),
+    ("mlm", "fill-mask", [1, 2], 422, "Input should be a valid dictionary"),
+    ("mlm", "classify", {"texts": ["a"]}, 422, "cannot classify"),
+    ("sentiment", "fill-mask", {"texts": ["[MASK]"]}, 422, "masked-LM head"),
+    ("ner", "answer", {"inputs": [{"question": "a", "context": "b"}]}, 422, "cannot answer"),
+    ("nobody", "tag", {"texts": ["a"]}, 404, "no model named 'nobody'"),
+    ("qa", "answer", {"inputs": [{"question": "who?"}]}, 422, "inputs.0.context: Field required"),
+    ("sentiment", "classify", {"texts": ["a"], "text_pairs": ["b"]}, 422, "single texts"),
+    ("stsb", "classify", {"texts": ["a", "b"], "text_pairs": ["c"]}, 422, "2 texts but 1"),
+    ("ner", "attention", {"text": "phone", "layer": 3}, 422, "layers 1..2, not 3"),
+    ("ner", "attention", {"text": "phone " * 200}, 422, "at most 128"),
+    ("ner", "embed", {"texts": ["a"], "pooling": "pooler"}, 422, "no trained pooler"),
+    ("ner", "embed", {"texts": ["a"], "pooling": "max"}, 422, "pooling: Input should be"),
+]
+
+
+@pytest.mark.parametrize(("model", "task", "body", "status", "message"), BAD_REQUESTS)
+def test_bad_requests_get_a_4xx_with_a_message(base_url, model, task, body, status, message):
+    got, answer = post(base_url, model, task, body)
+    assert got == status, answer
+    assert message in answer["detail"], answer["detail"]
+    assert "\n" not in answer["detail"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "message"),
+    [
+        (b'{"texts": ["caf\xe9 [MASK]"]}', 400, "not UTF-8 (byte 0xe9 at position 15)"),
+        (b'{"texts": ["a [MASK]"', 422, "not valid JSON at character 21"),
+        (b"", 422, "body: Field required"),
+        (b'{"texts": ["' + b"a" * 10_000_000 + b'"]}', 413, "at most 1048576"),
+    ],
+    ids=["not-utf8", "bad-json", "empty-body", "10-MB"],
+)
+def test_bodies_that_are_not_json_or_too_big_are_refused(base_url, raw, status, message):
+    got, answer = call(f"{base_url}/api/models/mlm/fill-mask", raw=raw)
+    assert got == status, answer
+    assert message in answer["detail"]
+
+
+def test_a_streamed_body_is_cut_off_at_the_limit(base_url):
+    chunks = (b"x" * 65536 for _ in range(40))  # 2.6 MB without a Content-Length
+    request = urllib.request.Request(
+        f"{base_url}/api/models/mlm/fill-mask", data=chunks, method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == 413
+    assert "at least" in json.loads(refused.value.read())["detail"]
+
+
+def test_no_file_path_is_reachable_and_other_hosts_are_refused(base_url):
+    tricks = [
+        ("POST", "/api/models/..%2F..%2Fsettings/tag"),
+        ("GET", "/static/../settings.py"),
+        ("GET", "/static/%2e%2e/api.py"),
+        ("GET", "/static/..%2Fapi.py"),
+    ]
+    for method, path in tricks:
+        data = b'{"texts": ["a"]}' if method == "POST" else None
+        request = urllib.request.Request(base_url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 404, path
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(
+            urllib.request.Request(base_url + "/api/models", headers={"Host": "evil.example"})
+        )
+    assert refused.value.code == 400
+
+
+def test_the_server_keeps_serving_after_every_bad_request(base_url):
+    for model, task, body, _, _ in BAD_REQUESTS:
+        post(base_url, model, task, body)
+    status, answer = post(base_url, "sentiment", "classify", {"texts": [REVIEW]})
+    assert status == 200 and answer["results"][0]["label"] in ("negative", "neutral", "positive")
+    assert call(f"{base_url}/api/health")[1]["status"] == "ok"
+
+
+def test_the_page_and_the_openapi_description_are_served(base_url):
+    with urllib.request.urlopen(base_url + "/", timeout=10) as response:
+        page = response.read().decode()
+        policy = response.headers["Content-Security-Policy"]
+    assert "/static/app.js" in page and "://" not in page  # nothing from elsewhere
+    assert "default-src 'self'" in policy
+    status, spec = call(f"{base_url}/openapi.json")
+    assert status == 200
+    paths = set(spec["paths"])
+    for task in ("fill-mask", "classify", "tag", "answer", "attention", "embed"):
+        assert f"/api/models/{{name}}/{task}" in paths
