@@ -1,5 +1,6 @@
 """bertlab: pre-train, fine-tune and inspect BERT-style models on the hardware you have."""
 
+from bertlab.applications import PretrainedBert, load
 from bertlab.config import BertConfig
 from bertlab.heads import (
     BertForMultipleChoice,
@@ -24,5 +25,7 @@ __all__ = [
     "PretrainRun",
     "PretrainResult",
     "run_pretraining",
+    "load",
+    "PretrainedBert",
 ]
 __version__ = "0.1.0"

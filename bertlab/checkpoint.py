@@ -4,7 +4,8 @@ This module knows file formats and key names, not model classes, so every model 
 `save_pretrained`/`from_pretrained` through it. It reads what `transformers` writes
 (`model.safetensors`, sharded safetensors, or `pytorch_model.bin` through
 `torch.load(weights_only=True)`), with or without the `bert.` prefix and with the legacy
-TensorFlow-era `LayerNorm.gamma`/`LayerNorm.beta` names.
+TensorFlow-era `LayerNorm.gamma`/`LayerNorm.beta` names. A model is a local folder or a Hugging
+Face Hub id (`bert-base-uncased`), resolved to a folder by `bertlab.hub`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from bertlab import hub
 from bertlab.atomic import atomic_file, write_json
 from bertlab.config import read_json_object
 
@@ -30,6 +32,7 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 LEGACY_WEIGHTS_NAME = "pytorch_model.bin"
+GOOGLE_CONFIG_NAME = "bert_config.json"  # google-research/bert's releases (TensorFlow)
 
 # Stored once, as transformers does: the MLM decoder is tied to the word embeddings and its bias
 # is `cls.predictions.bias`.
@@ -58,17 +61,28 @@ def save_model(
     write_json(directory / CONFIG_NAME, config_values, sort_keys=True)
 
 
-def read_model(directory: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Read `config.json` and the weights of a model directory.
+def read_model(
+    name_or_path: str | Path, revision: str | None = None
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Read `config.json` and the weights of a model folder or Hub model.
+
+    Args:
+        name_or_path: a model folder, or a Hugging Face Hub id such as `bert-base-uncased`.
+        revision: the Hub revision (branch, tag or commit); None: `main`.
 
     Raises:
-        FileNotFoundError: the directory, its config.json or its weights file is missing.
+        FileNotFoundError: the folder (or Hub model), its config.json or its weights are missing.
         ValueError: a file is corrupt.
     """
-    directory = Path(directory)
+    directory = hub.resolve(name_or_path, revision)
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
     if not (directory / CONFIG_NAME).is_file():
+        if (directory / GOOGLE_CONFIG_NAME).is_file():
+            raise FileNotFoundError(
+                f"{directory} is Google's original TensorFlow checkpoint; convert it once with "
+                f"`bertlab convert {directory} --out DIR` (needs pip install 'bertlab[tf]')"
+            )
         raise FileNotFoundError(f"no {CONFIG_NAME} in {directory}")
     return read_json_object(directory / CONFIG_NAME), read_weights(directory)
 

@@ -370,14 +370,25 @@ class BertPreTrainedModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, directory: str | Path, config: BertConfig | None = None, **kwargs: Any
+        cls,
+        directory: str | Path,
+        config: BertConfig | None = None,
+        *,
+        revision: str | None = None,
+        **kwargs: Any,
     ) -> BertPreTrainedModel:
-        """Load a bertlab or Hugging Face directory (safetensors or pytorch_model.bin).
+        """Load a bertlab or Hugging Face folder, or a Hub model by id (`bert-base-uncased`).
 
         Weights the checkpoint lacks (e.g. heads on a body-only checkpoint) are initialized and
         logged; weights with the wrong shape are refused with a `ValueError`.
+
+        Args:
+            directory: a model folder, or a Hugging Face Hub repository id (`bertlab.hub`).
+            config: the architecture to build instead of the folder's config.json.
+            revision: the Hub revision (branch, tag or commit) of an id; None: `main`.
+            **kwargs: constructor arguments of the class (e.g. `num_labels`).
         """
-        config_values, state_dict = checkpoint.read_model(directory)
+        config_values, state_dict = checkpoint.read_model(directory, revision)
         if config is None:
             config = BertConfig.from_dict(config_values)
         model = cls(config, **(cls.init_kwargs_from_config(config_values) | kwargs))

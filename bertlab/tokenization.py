@@ -34,6 +34,7 @@ from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers,
 from tokenizers import Tokenizer as BackendTokenizer
 from tokenizers.models import WordPiece
 
+from bertlab import hub
 from bertlab.atomic import atomic_files
 from bertlab.tokenization_fast import ChunkCache, encode_parallel
 
@@ -349,17 +350,20 @@ class Tokenizer:
         lowercase: bool | None = None,
         strip_accents: bool | None = None,
         handle_chinese_chars: bool | None = None,
+        revision: str | None = None,
     ) -> Tokenizer:
-        """Load a `vocab.txt`, or a directory written by bertlab or `transformers`.
+        """Load a `vocab.txt`, a directory written by bertlab or `transformers`, or a Hugging
+        Face Hub model's tokenizer by id (`bert-base-uncased`; its tokenizer files only).
 
         A directory needs `vocab.txt` or `tokenizer.json`; switches come from its
         `tokenizer_config.json` (or the `tokenizer.json` normalizer) unless given here.
+        `revision` is the Hub revision of an id (None: `main`).
 
         Raises:
-            FileNotFoundError: no vocabulary at `path`.
+            FileNotFoundError: no vocabulary at `path` (or no such Hub model).
             ValueError: empty vocabulary, or one lacking a special token.
         """
-        path = Path(path)
+        path = hub.resolve(path, revision, with_weights=False)
         settings: dict = {}
         if path.is_dir():
             vocab, settings = _read_directory(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import random
 from pathlib import Path
 
@@ -118,3 +120,224 @@ def task_vocab(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("task_vocab") / "vocab.txt"
     path.write_text("\n".join([*SPECIAL_TOKENS, *sorted(words)]) + "\n", encoding="utf-8")
     return path
+
+
+# --- a local Hugging Face Hub cache (no network): models--org--name/snapshots/<commit>/ ----------
+
+# Words of the tiny "released" test model's vocabulary: enough for the docs' examples and the
+# task fixtures to tokenize into real pieces.
+HUB_WORDS = (
+    "the a an of to and in is was it this that film movie story good bad great dull funny "
+    "long short best worst day night capital city country france paris london man woman "
+    "sat on mat cat dog i you he she we they love hate not very too far gripping boring "
+    "beautiful awful fun sentence pair . , ! ? ' -"
+).split()
+
+
+def write_hub_model(
+    cache: Path,
+    repo_id: str,
+    folder: Path,
+    files: tuple[str, ...] | None = None,
+    revision: str = "main",
+) -> Path:
+    """Put the files of a model `folder` into `cache` as `huggingface_hub` lays out a download:
+    content-addressed blobs, symlinks under `snapshots/<commit>/` and `refs/<revision>`.
+
+    Returns:
+        The snapshot folder.
+    """
+    names = files if files is not None else tuple(sorted(p.name for p in folder.iterdir()))
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    commit = hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "blobs").mkdir(exist_ok=True)
+    for name in names:
+        data = (folder / name).read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / name).symlink_to(Path("..", "..", "blobs", blob.name))
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / revision).write_text(commit)
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def hub_model_folder(tmp_path_factory) -> Path:
+    """A tiny pre-trained BERT folder (config, safetensors weights with the MLM and NSP heads,
+    uncased tokenizer) standing in for a released model."""
+    from bertlab.modeling import BertForPreTraining
+    from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+
+    vocab = {token: index for index, token in enumerate([*SPECIAL_TOKENS, *HUB_WORDS])}
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=128,  # the tasks' default max_seq_length
+    )
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    folder = tmp_path_factory.mktemp("hub_model")
+    model.save_pretrained(folder)
+    Tokenizer(vocab).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch, hub_model_folder) -> Path:
+    """An offline Hugging Face cache (HF_HUB_OFFLINE) holding the tiny model as
+    `google-bert/bert-base-uncased`; `write_hub_model` adds more."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    write_hub_model(cache, "google-bert/bert-base-uncased", hub_model_folder)
+    return cache
+
+
+@pytest.fixture
+def add_to_hub_cache(hub_cache):
+    """`write_hub_model` into the offline cache: (repo_id, folder, files=..., revision=...)."""
+    return functools.partial(write_hub_model, hub_cache)
+
+
+# --- Google's original checkpoints: variable names of google-research/bert modeling.py ----------
+
+
+def google_variables(model) -> dict:
+    """The model's weights under google-research/bert modeling.py's variable names, written out
+    one by one (not with the mapping under test); kernels as TensorFlow stores them, (in, out)."""
+    weights = {key: value.detach().numpy() for key, value in model.state_dict().items()}
+    variables = {
+        "bert/embeddings/word_embeddings": weights["bert.embeddings.word_embeddings.weight"],
+        "bert/embeddings/position_embeddings": weights[
+            "bert.embeddings.position_embeddings.weight"
+        ],
+        "bert/embeddings/token_type_embeddings": weights[
+            "bert.embeddings.token_type_embeddings.weight"
+        ],
+        "bert/embeddings/LayerNorm/gamma": weights["bert.embeddings.LayerNorm.weight"],
+        "bert/embeddings/LayerNorm/beta": weights["bert.embeddings.LayerNorm.bias"],
+        "bert/pooler/dense/kernel": weights["bert.pooler.dense.weight"].T,
+        "bert/pooler/dense/bias": weights["bert.pooler.dense.bias"],
+        "cls/predictions/transform/dense/kernel": weights[
+            "cls.predictions.transform.dense.weight"
+        ].T,
+        "cls/predictions/transform/dense/bias": weights["cls.predictions.transform.dense.bias"],
+        "cls/predictions/transform/LayerNorm/gamma": weights[
+            "cls.predictions.transform.LayerNorm.weight"
+        ],
+        "cls/predictions/transform/LayerNorm/beta": weights[
+            "cls.predictions.transform.LayerNorm.bias"
+        ],
+        "cls/predictions/output_bias": weights["cls.predictions.bias"],
+        "cls/seq_relationship/output_weights": weights["cls.seq_relationship.weight"],
+        "cls/seq_relationship/output_bias": weights["cls.seq_relationship.bias"],
+    }
+    modules = {
+        "attention/self/query": "attention.self.query",
+        "attention/self/key": "attention.self.key",
+        "attention/self/value": "attention.self.value",
+        "attention/output/dense": "attention.output.dense",
+        "intermediate/dense": "intermediate.dense",
+        "output/dense": "output.dense",
+    }
+    norms = {
+        "attention/output/LayerNorm": "attention.output.LayerNorm",
+        "output/LayerNorm": ("output.LayerNorm"),
+    }
+    for index in range(model.config.num_hidden_layers):
+        tf_layer, hf_layer = f"bert/encoder/layer_{index}", f"bert.encoder.layer.{index}"
+        for tf_name, hf_name in modules.items():
+            variables[f"{tf_layer}/{tf_name}/kernel"] = weights[f"{hf_layer}.{hf_name}.weight"].T
+            variables[f"{tf_layer}/{tf_name}/bias"] = weights[f"{hf_layer}.{hf_name}.bias"]
+        for tf_name, hf_name in norms.items():
+            variables[f"{tf_layer}/{tf_name}/gamma"] = weights[f"{hf_layer}.{hf_name}.weight"]
+            variables[f"{tf_layer}/{tf_name}/beta"] = weights[f"{hf_layer}.{hf_name}.bias"]
+    return variables
+
+
+@pytest.fixture
+def to_google_variables():
+    """`google_variables`: a BertForPreTraining's weights under Google's TensorFlow names."""
+    return google_variables
+
+
+# --- `bertlab serve`: tiny models of every kind it serves, and live servers ----------------------
+
+SERVE_SENTIMENT_LABELS = ("negative", "neutral", "positive")  # tests/data/tasks/reviews.csv
+SERVE_NER_TAGS = ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")  # CoNLL-2003's
+
+
+@pytest.fixture(scope="session")
+def serve_models(tmp_path_factory, task_vocab) -> dict[str, Path]:
+    """Random tiny models written as `bertlab pretrain` and `finetune` write them: `mlm` (with
+    the masked-LM head), `sentiment` (3 labels), `stsb` (pair regression), `ner` (CoNLL tags)
+    and `qa` (SQuAD)."""
+    from bertlab.config import TaskDataConfig
+    from bertlab.data.tasks.classification import ColumnSpec
+    from bertlab.modeling import BertForPreTraining
+    from bertlab.task_families import make_task
+    from bertlab.tokenization import Tokenizer
+    from bertlab.training.finetune import write_task_model
+
+    root = tmp_path_factory.mktemp("serve_models")
+    tokenizer = Tokenizer.from_pretrained(task_vocab)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=128,  # the tasks' default max_seq_length
+    )
+    torch.manual_seed(0)
+    BertForPreTraining(config).save_pretrained(root / "mlm")
+    tokenizer.save_pretrained(root / "mlm")
+    reviews = ColumnSpec("review", label="sentiment")
+    heads = {
+        "sentiment": (make_task("classification", reviews), SERVE_SENTIMENT_LABELS),
+        "stsb": (make_task("stsb"), None),
+        "ner": (make_task("conll2003"), SERVE_NER_TAGS),
+        "qa": (make_task("squad", data=TaskDataConfig(squad_max_seq_length=64)), None),
+    }
+    for name, (task, labels) in heads.items():
+        write_task_model(root / name, task.new_head(config, labels), tokenizer, task)
+    return {name: root / name for name in ("mlm", *heads)}
+
+
+@pytest.fixture(scope="session")
+def start_server():
+    """`start_server(app)` serves an ASGI app on a free loopback port in a background thread
+    and returns its base URL; every server stops when the session ends."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from bertlab.apps.serve.server import bind
+
+    servers = []
+
+    def start(app) -> str:
+        sock = bind("127.0.0.1", 0)
+        server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -14,10 +14,12 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError
+from bertlab.cli.convert import add_convert_command
 from bertlab.cli.demo import add_demo_command
 from bertlab.cli.experiment import add_experiment_commands
 from bertlab.cli.inspection import add_inspection_commands
 from bertlab.cli.pretrain import add_pretrain_command
+from bertlab.cli.serve import add_serve_command
 from bertlab.cli.tasks import add_task_commands
 from bertlab.cli.tokenizer import add_tokenizer_commands
 
@@ -28,6 +30,8 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_task_commands,
     add_inspection_commands,
     add_experiment_commands,
+    add_convert_command,
+    add_serve_command,
 )
 
 

@@ -17,7 +17,11 @@ def add_inspection_commands(subparsers: argparse._SubParsersAction) -> None:
         "Needs a model with its masked-LM head (a pre-trained one, e.g. OUT/final of "
         "`bertlab pretrain`, or a Hugging Face BertForPreTraining/BertForMaskedLM directory).",
     )
-    fill.add_argument("--model", required=True, help="model directory (config, weights, vocab)")
+    fill.add_argument(
+        "--model",
+        required=True,
+        help="model folder (config, weights, vocab) or Hugging Face Hub id",
+    )
     fill.add_argument("text", nargs="+", help='text with [MASK], e.g. "the [MASK] sat on the mat"')
     fill.add_argument("--top-k", type=int, default=DEFAULT_TOP_K, help="tokens shown per mask")
     fill.set_defaults(handler=run_fill_mask)
@@ -29,7 +33,9 @@ def add_inspection_commands(subparsers: argparse._SubParsersAction) -> None:
         "(rows: the attending token, columns: the attended-to token). Works with any BERT "
         "directory, pre-trained or fine-tuned.",
     )
-    attention.add_argument("--model", required=True, help="model directory")
+    attention.add_argument(
+        "--model", required=True, help="model folder or Hugging Face Hub id (bert-base-uncased)"
+    )
     attention.add_argument("--text", required=True, help="the sentence to look at")
     attention.add_argument("--layer", type=int, default=-1, help="1-based; -1 is the last")
     attention.add_argument("--out", required=True, help="PNG file to write")
@@ -37,11 +43,12 @@ def add_inspection_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_fill_mask(args: argparse.Namespace) -> int:
+    from bertlab.hub import resolve
     from bertlab.inspection import fill_mask, load_for_fill_mask
 
     if args.top_k < 1:
         raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
-    model, tokenizer = load_for_fill_mask(args.model)
+    model, tokenizer = load_for_fill_mask(resolve(args.model))
     for text in args.text:
         print(text)
         for number, prediction in enumerate(fill_mask(model, tokenizer, text, args.top_k), 1):
@@ -52,11 +59,12 @@ def run_fill_mask(args: argparse.Namespace) -> int:
 
 
 def run_attention(args: argparse.Namespace) -> int:
+    from bertlab.hub import resolve
     from bertlab.inspection import attention_maps, load_encoder, plot_attention
 
     if not args.out.lower().endswith(".png"):
         raise CommandError(f"--out must name a .png file, got {args.out}")
-    model, tokenizer = load_encoder(args.model)
+    model, tokenizer = load_encoder(resolve(args.model))
     pieces, attentions = attention_maps(model, tokenizer, args.text, args.layer)
     layer = args.layer if args.layer > 0 else model.config.num_hidden_layers + 1 + args.layer
     path = plot_attention(pieces, attentions, layer, args.text, args.out)

@@ -90,14 +90,21 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-train-examples", type=int, default=None, help="train on a random subset of this size"
     )
-    parser.add_argument("--model", default=None, help="a bertlab or Hugging Face model directory")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a bertlab or Hugging Face model folder, or a Hugging Face Hub id such as "
+        "bert-base-uncased or google/bert_uncased_L-2_H-128_A-2 (downloaded once, cached)",
+    )
     parser.add_argument(
         "--from-scratch", action="store_true", help="random weights: the no-pre-training baseline"
     )
     parser.add_argument(
         "--model-size", choices=list(PRESETS), default=None, help="with --from-scratch"
     )
-    parser.add_argument("--tokenizer", default=None, help="vocab.txt or tokenizer directory")
+    parser.add_argument(
+        "--tokenizer", default=None, help="vocab.txt, tokenizer folder or Hugging Face Hub id"
+    )
     parser.add_argument("--out", required=True, help="the run directory")
     parser.add_argument(
         "--epochs", type=int, default=None, help="(default: the task's, 3 for most tasks)"
@@ -148,7 +155,9 @@ def _add_task_flag(parser: argparse.ArgumentParser) -> None:
 
 def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
     _add_task_flag(parser)
-    parser.add_argument("--model", required=True, help="a fine-tuned model directory")
+    parser.add_argument(
+        "--model", required=True, help="a fine-tuned model folder, or its Hugging Face Hub id"
+    )
     parser.add_argument("--data", required=True, help="the input file")
     parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -280,6 +289,7 @@ def _default_epochs(task: str) -> int:
 
 
 def _model_source(args: argparse.Namespace):
+    from bertlab.hub import resolve
     from bertlab.training.finetune import ModelSource
 
     if args.from_scratch == (args.model is not None):
@@ -289,6 +299,7 @@ def _model_source(args: argparse.Namespace):
     tokenizer = None if args.tokenizer is None else Path(args.tokenizer)
     if args.from_scratch:
         return ModelSource(model_size=args.model_size, tokenizer=tokenizer)
+    resolve(args.model)  # download (or find in the cache) before any data is read
     return ModelSource(directory=Path(args.model), tokenizer=tokenizer)
 
 
@@ -341,12 +352,13 @@ def run_finetune(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace):
     """(task, model, tokenizer, precision) for evaluate/predict, after checking the model."""
     from bertlab.config import read_json_object
+    from bertlab.hub import resolve
     from bertlab.runtime import default_device, resolve_precision
     from bertlab.task_families import read_task_file
     from bertlab.tokenization import Tokenizer
 
     _set_threads(args)
-    directory = Path(args.model)
+    directory = resolve(args.model)
     if not (directory / "config.json").is_file():
         raise CommandError(f"--model {directory}: no config.json (not a model directory)")
     task = _task(args, read_task_file(directory))

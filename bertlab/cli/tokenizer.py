@@ -59,7 +59,9 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> None:
         help="show the pieces, ids and segment ids the model will see",
         description="Encode a text (and optionally a second text) as [CLS] A [SEP] B [SEP].",
     )
-    encode.add_argument("--tokenizer", required=True, help="vocab.txt or tokenizer directory")
+    encode.add_argument(
+        "--tokenizer", required=True, help="vocab.txt, tokenizer folder or Hugging Face Hub id"
+    )
     encode.add_argument("text", help="sentence A")
     encode.add_argument("text_pair", nargs="?", default=None, help="sentence B")
     encode.add_argument("--max-length", type=int, default=None, help="truncate to this length")

@@ -32,6 +32,7 @@ from bertlab.config import BertConfig, FinetuneConfig
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.data.tasks.splits import holdout_split, subsample
 from bertlab.heads import BertForTask
+from bertlab.model_card import ModelCard, write_model_card
 from bertlab.runtime import autocast, default_device, resolve_precision, set_seed
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenization import Tokenizer
@@ -50,7 +51,8 @@ class ModelSource:
     """Where the encoder comes from: a checkpoint directory, or nothing (`--from-scratch`).
 
     Attributes:
-        directory: a bertlab or Hugging Face directory; None to start from random weights.
+        directory: a bertlab or Hugging Face folder, or a Hub id (`bert-base-uncased`); None to
+            start from random weights.
         model_size: the `BertConfig` preset of a from-scratch model (`mini`, `base`, ...).
         tokenizer: a vocab.txt or tokenizer directory; defaults to `directory`'s own files.
     """
@@ -79,6 +81,8 @@ class FinetuneResult:
     epochs_run: int
     stopped_early: bool
     best_dir: Path
+    frozen: str = "nothing"  # `describe_frozen` of the model as trained
+    trainable_parameters: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -118,6 +122,26 @@ def apply_freezing(model: BertForTask, config: FinetuneConfig) -> int:
     for module in frozen:
         module.requires_grad_(False)
     return sum(param.numel() for param in model.parameters() if param.requires_grad)
+
+
+def describe_frozen(model: BertForTask) -> str:
+    """What of the encoder does not train, in words: "nothing", "the whole encoder", or e.g.
+    "the embeddings, layers 1-4"."""
+
+    def is_frozen(module: torch.nn.Module) -> bool:
+        return not any(parameter.requires_grad for parameter in module.parameters())
+
+    if is_frozen(model.bert):
+        return "the whole encoder (only the task layer trained)"
+    parts = ["the embeddings"] if is_frozen(model.bert.embeddings) else []
+    layers = [
+        number for number, layer in enumerate(model.bert.encoder.layer, 1) if is_frozen(layer)
+    ]
+    if layers == list(range(1, len(layers) + 1)) and len(layers) > 1:
+        parts.append(f"layers 1-{len(layers)}")
+    elif layers:
+        parts.append("layer" + ("s " if len(layers) > 1 else " ") + ", ".join(map(str, layers)))
+    return ", ".join(parts) or "nothing"
 
 
 # --- saving ---------------------------------------------------------------------------------------
@@ -243,6 +267,8 @@ def train_task_model(
     """
     log = MetricsLog(out / METRICS_FILE)
     loop = FinetuneLoop(model, features, config, log, show_progress)
+    frozen = describe_frozen(model)
+    trainable_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     best_metrics: dict[str, float] = {}
     best_epoch, epochs_without_gain, epoch = 0, 0, 0
     for epoch in range(1, config.num_train_epochs + 1):
@@ -284,6 +310,8 @@ def train_task_model(
         epochs_run=epoch,
         stopped_early=epoch < config.num_train_epochs,
         best_dir=out / BEST_DIR,
+        frozen=frozen,
+        trainable_parameters=trainable_parameters,
     )
 
 
@@ -404,8 +432,98 @@ def finetune_task(
     result = train_task_model(
         model, features, config, out, evaluate, task.primary_metric, save, show_progress
     )
+    write_model_card(result.best_dir, finetuning_card(task, data, source, config, result))
     write_json(out / RESULT_FILE, result.to_json())
     return result
+
+
+# --- the model card -------------------------------------------------------------------------------
+
+# The Hub's pipeline tag of each task family.
+PIPELINE_TAGS = {
+    "classification": "text-classification",
+    "tagging": "token-classification",
+    "qa": "question-answering",
+    "multiple-choice": "multiple-choice",
+}
+
+
+def finetuning_card(
+    task: Task,
+    data: TaskData,
+    source: ModelSource,
+    config: FinetuneConfig,
+    result: FinetuneResult,
+    seeds_summary: dict[str, Any] | None = None,
+) -> ModelCard:
+    """The model card of OUT/best: the task's data, the recipe and the dev scores of this run
+    (with `seeds_summary`, also every seed's, as `summarize_seeds` returns them)."""
+    start = (
+        f"`{source.directory}`"
+        if source.directory is not None
+        else f"random weights (BERT-{source.model_size}, the no-pre-training baseline)"
+    )
+    metrics: dict[str, Any] = {"best epoch": result.best_epoch, "epochs run": result.epochs_run}
+    metrics |= {f"dev {name}": value for name, value in result.best_metrics.items()}
+    labels = f"labels: {', '.join(data.label_names)}" if data.label_names else "no label set"
+    return ModelCard(
+        title=f"{task.name}: a BERT fine-tuned with bertlab",
+        summary=f"A {task.head_class.architecture} fine-tuned on {task.name} "
+        f"({task.spec.description}) by bertlab, starting from {start}.",
+        pipeline_tag=PIPELINE_TAGS[task.spec.family],
+        intended_use=f"Predicting {task.name} ({task.spec.family}) on text like its training "
+        "data (`bertlab predict --task ... --model DIR`). Its scores hold for data like the dev "
+        "set below; test it on your own data before relying on it.",
+        data=[
+            f"task: {task.name} ({task.spec.family}), {labels}",
+            f"{len(data.train):,} training examples",
+            f"{len(data.dev):,} dev examples" if data.dev is not None else "no dev examples",
+        ],
+        recipe=_finetuning_recipe(task, config, result),
+        metrics=metrics,
+        metrics_note=_results_note(task, data, seeds_summary),
+        how_to_use=[
+            "# DIR: this folder, or its Hub id once uploaded; transformers loads it as well",
+            f"bertlab predict --task {task.name} --model DIR --data inputs --output predictions",
+            f"bertlab evaluate --task {task.name} --model DIR --data labelled-data",
+        ],
+        base_model=None if source.directory is None else str(source.directory),
+    )
+
+
+def _finetuning_recipe(task: Task, config: FinetuneConfig, result: FinetuneResult) -> dict:
+    return {
+        "epochs (at most)": config.num_train_epochs,
+        "early stopping patience": config.early_stopping_patience or "off",
+        "peak learning rate": config.learning_rate,
+        "batch size": config.batch_size * config.gradient_accumulation_steps,
+        "warmup proportion": config.warmup_proportion,
+        "weight decay": config.weight_decay,
+        "max gradient norm": config.max_grad_norm,
+        "frozen": result.frozen,
+        "trainable parameters": result.trainable_parameters,
+        "max sequence length": task.max_seq_length,
+        "precision": config.precision,
+        "seed": result.seed,
+    }
+
+
+def _results_note(task: Task, data: TaskData, seeds_summary: dict[str, Any] | None) -> str:
+    """What the card's numbers are: dev scores of the best epoch (and of the seeds)."""
+    if data.dev is None:
+        return "No dev data was given: the last epoch's model is kept and nothing was scored."
+    note = (
+        f"Dev scores of the best epoch (chosen by dev {task.primary_metric}), measured by this "
+        "run with the task's official metrics."
+    )
+    stats = (seeds_summary or {}).get("dev", {}).get(task.primary_metric)
+    if stats is not None:
+        seeds = ", ".join(map(str, seeds_summary["seeds"]))
+        note += (
+            f" This is the best of seeds {seeds}: dev {task.primary_metric} mean "
+            f"{stats['mean']:.4f}, standard deviation {stats['std']:.4f}."
+        )
+    return note
 
 
 # --- several seeds -------------------------------------------------------------------------------
@@ -439,6 +557,8 @@ def finetune_seeds(
     with atomic_directory(out / BEST_DIR) as directory:
         shutil.copytree(best.best_dir, directory, dirs_exist_ok=True)
     summary["best_seed"] = best.seed
+    card = finetuning_card(task, data, source, replace(config, seed=best.seed), best, summary)
+    write_model_card(out / BEST_DIR, card)
     write_json(out / SEEDS_FILE, summary)
     return summary
 

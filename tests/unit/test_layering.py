@@ -17,16 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # Lowest first. A module may import from its own layer and the layers below it, never above.
 LAYERS = (
     ("atomic",),  # writing files: complete or absent
-    ("config", "metrics", "runtime", "tokenization_fast"),
+    ("config", "metrics", "runtime", "tokenization_fast", "hub", "model_card"),
     ("tokenization",),
     ("tokenizer_training",),
     ("data",),  # pure data code: never the model
-    ("checkpoint",),  # file formats and key names, not model classes
+    ("checkpoint", "tf_checkpoint"),  # file formats and key names, not model classes
     ("modeling",),
-    ("heads",),
+    ("heads", "electra"),
     ("task_families",),
     ("training",),
-    ("features", "inspection"),
+    ("features", "inspection", "applications"),
     ("apps",),  # the demo and the experiments: compositions of library calls
     ("__init__",),  # the package's public API
     ("cli", "__main__"),  # the only code that reads argv; may import lazily (fast --help)

@@ -1,0 +1,39 @@
+"""The Python examples of docs/models.md run as written, offline, against a tiny model that a
+local Hugging Face cache holds under the name `google-bert/bert-base-uncased`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_docs_have_python_examples():
+    assert len(PYTHON_BLOCK.findall(DOC.read_text(encoding="utf-8"))) >= 3
+
+
+def test_the_python_examples_of_docs_models_run(hub_cache, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in PYTHON_BLOCK.findall(DOC.read_text(encoding="utf-8")):
+        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - our own docs
+    hidden = namespace["bert"].model.config.hidden_size
+    assert namespace["features"].shape == (2, hidden)
+    assert namespace["means"].shape == (2, hidden)
+    assert namespace["tokens"][0].shape[1] == hidden
+    assert (tmp_path / "runs" / "sst2" / "best" / "README.md").is_file()
+    assert namespace["best"].task.name == "sst2"
+    assert "PretrainedBert('bert-base-uncased'" in capsys.readouterr().out
