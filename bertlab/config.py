@@ -250,9 +250,9 @@ class BertConfig:
 # --- pre-training data -------------------------------------------------------------------------
 
 # Training objectives: BERT's masked LM plus next-sentence prediction (paper Sec. 3.1), masked LM
-# alone on full-length single segments (RoBERTa Sec. 4.2), and left-to-right LM for the causal
-# model option.
-OBJECTIVES = ("mlm+nsp", "mlm", "clm")
+# alone on full-length single segments (RoBERTa Sec. 4.2), left-to-right LM for the causal model
+# option, and ELECTRA's replaced-token detection over masked-LM inputs (`bertlab.electra`).
+OBJECTIVES = ("mlm+nsp", "mlm", "clm", "electra")
 
 
 @dataclass(frozen=True)
@@ -289,6 +289,23 @@ class PretrainDataConfig:
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
         if self.pack_sequences and self.objective == "mlm+nsp":
             raise ValueError("pack_sequences needs objective mlm or clm (NSP keeps sentence pairs)")
+
+
+@dataclass(frozen=True)
+class ElectraConfig:
+    """The `electra` objective's settings (Clark et al. 2020, `bertlab.electra`)."""
+
+    generator_size: float = 0.25  # ELECTRA Table 7 (Small): the generator has 1/4 of the width
+    rtd_weight: float = 50.0  # ELECTRA Sec. 3: lambda, the replaced-token detection loss weight
+
+    def __post_init__(self) -> None:
+        if not 0 < self.generator_size <= 1:
+            raise ValueError(f"generator_size must be in (0, 1], got {self.generator_size!r}")
+        if not self.rtd_weight > 0:
+            raise ValueError(f"rtd_weight must be positive, got {self.rtd_weight!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)

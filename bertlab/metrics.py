@@ -77,6 +77,17 @@ def pearson_spearman(predictions: Sequence[float], references: Sequence[float]) 
     }
 
 
+def roc_auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """Area under the ROC curve of `scores` for binary `labels` (1 positive); NaN when only one
+    class occurs (ELECTRA's replaced-token detection, held out)."""
+    _check_pair(scores, labels)
+    import sklearn.metrics
+
+    if len(set(labels)) < 2:
+        return float("nan")
+    return float(sklearn.metrics.roc_auc_score(list(labels), list(scores)))
+
+
 def bio_tags(tags: Sequence[str]) -> list[str]:
     """Rewrite BMES/BIOES tags with BIO prefixes; BIO and IOB1 tags pass through unchanged.
 

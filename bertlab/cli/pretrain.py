@@ -29,7 +29,13 @@ def parse_duration(text: str) -> float:
 
 
 def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.config import OBJECTIVES, PRESETS, PretrainConfig, PretrainDataConfig
+    from bertlab.config import (
+        OBJECTIVES,
+        PRESETS,
+        ElectraConfig,
+        PretrainConfig,
+        PretrainDataConfig,
+    )
     from bertlab.training.budget import (
         LARGER_MODEL,
         LARGER_MODEL_MINUTES,
@@ -53,7 +59,7 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     add("--out", required=True, help="run directory: checkpoints, metrics, final model")
     add(
         "--tokenizer",
-        help="vocab.txt or tokenizer directory (default: the --init-from model's, or one of "
+        help="vocab.txt, tokenizer folder or Hub id (default: the --init-from model's, or one of "
         "--vocab-size pieces trained on the corpus)",
     )
     add(
@@ -64,7 +70,11 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--model-size", choices=list(PRESETS), help=f"preset (default: {DEFAULT_MODEL_SIZE})")
     add("--config", dest="model_config", help="config.json of the architecture")
-    add("--init-from", help="continue pre-training this model directory (domain adaptation)")
+    add(
+        "--init-from",
+        help="continue pre-training this model folder or Hugging Face Hub id, e.g. "
+        "bert-base-uncased (domain adaptation)",
+    )
     add("--objective", choices=OBJECTIVES, help=f"(default: {data.objective})")
     add("--max-seq-length", type=int, help=f"tokens per sequence (default: {data.max_seq_length})")
     add("--mlm-probability", type=float, help=f"share masked (default: {data.mlm_probability})")
@@ -163,6 +173,18 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
     add("--compile", dest="do_compile", action="store_true", help="torch.compile the model")
     add("--num-workers", type=int, choices=(0, 1), help="0: build batches inline (default: 1)")
     add("--corpus-cache", help=f"tokenized corpus directory (default: OUT/{CORPUS_CACHE_DIR})")
+    add(
+        "--generator-size",
+        type=float,
+        help="objective electra: the generator's width as a share of the model's (default: "
+        f"{ElectraConfig.generator_size:g}, ELECTRA-Small's)",
+    )
+    add(
+        "--rtd-weight",
+        type=float,
+        help="objective electra: the weight of replaced-token detection against the generator's "
+        f"masked-LM loss (default: {ElectraConfig.rtd_weight:g}, ELECTRA's lambda)",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(handler=run_pretrain)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -36,6 +37,8 @@ from bertlab.config import PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
+from bertlab.electra import ElectraForPreTraining, ElectraOutput
+from bertlab.metrics import roc_auc
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
 from bertlab.runtime import (
     SINGLE_PROCESS,
@@ -54,20 +57,35 @@ from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmu
 logger = logging.getLogger(__name__)
 
 FINAL_DIR = "final"
+GENERATOR_DIR = "generator"  # ELECTRA: the generator, beside the final (discriminator) model
 HELD_OUT_FRACTION = 0.02  # documents set aside for evaluation
 MAX_HELD_OUT_DOCUMENTS = 200
 MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
 EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
 PREFETCH_BATCHES = 8  # batches a data worker keeps ready
 SECONDS_PER_MINUTE = 60.0
-# Statistics summed over micro-batches and processes, in this order.
-STATS = ("mlm_loss_sum", "mlm_correct", "mlm_count", "nsp_loss_sum", "nsp_correct", "nsp_count")
+# Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
+# token detection (`bertlab.electra`); rtd_weighted_loss_sum counts it as the loss does.
+STATS = (
+    "mlm_loss_sum",
+    "mlm_correct",
+    "mlm_count",
+    "nsp_loss_sum",
+    "nsp_correct",
+    "nsp_count",
+    "rtd_loss_sum",
+    "rtd_correct",
+    "rtd_count",
+    "rtd_weighted_loss_sum",
+)
 STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
 CURVE_PANELS = (
     ("loss", "loss (nats)", "total loss"),
     ("mlm_loss", "loss (nats)", "masked-LM loss"),
     ("mlm_accuracy", "accuracy", "masked-LM accuracy"),
     ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
+    ("rtd_loss", "loss (nats)", "replaced-token detection loss"),
+    ("rtd_accuracy", "accuracy", "replaced-token detection accuracy"),
     ("learning_rate", "learning rate", "learning rate"),
     ("tokens_per_second", "tokens / s", "throughput"),
 )
@@ -300,8 +318,10 @@ class _Run:
         """One optimizer step over the micro-batches; returns the summed statistics."""
         context = self.context
         counts = [int((batch["labels"] != IGNORE_INDEX).sum()) for batch in batches]
-        total = _all_reduce_sum(torch.tensor([float(sum(counts))], dtype=torch.float64), context)
-        total_predictions = max(float(total), 1.0)
+        tokens = [int(batch["attention_mask"].sum()) for batch in batches]
+        totals = torch.tensor([float(sum(counts)), float(sum(tokens))], dtype=torch.float64)
+        totals = _all_reduce_sum(totals, context)
+        total_predictions, total_tokens = max(float(totals[0]), 1.0), max(float(totals[1]), 1.0)
         stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
         for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
             batch = {key: value.to(self.device) for key, value in batch.items()}
@@ -317,6 +337,9 @@ class _Run:
                 loss = output.mlm_loss * (count * context.world_size / total_predictions)
                 if output.nsp_loss is not None:
                     loss = loss + output.nsp_loss / len(batches)
+                if isinstance(output, ElectraOutput):  # a mean over this batch's tokens
+                    share = tokens[index] * context.world_size / total_tokens
+                    loss = loss + output.rtd_weight * output.rtd_loss * share
                 loss.backward()
             stats += _batch_stats(output, batch, count)
         nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
@@ -441,9 +464,17 @@ class _Run:
         if self.metrics is not None:
             self._plot()
         final = self.out_dir / FINAL_DIR
+        is_electra = isinstance(self.model, ElectraForPreTraining)
         with atomic_directory(final) as directory:
-            self.model.save_pretrained(directory)
+            if is_electra:  # what fine-tuning uses: the discriminator, a BERT
+                self.model.save_discriminator(directory)
+            else:
+                self.model.save_pretrained(directory)
             self.tokenizer.save_pretrained(directory)
+        if is_electra:
+            with atomic_directory(self.out_dir / GENERATOR_DIR) as directory:
+                self.model.save_generator(directory)
+                self.tokenizer.save_pretrained(directory)
         return final
 
 
@@ -483,12 +514,22 @@ def evaluate(
     """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
     predictions. The caller puts the model in eval mode."""
     stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    scores, truths = [], []
     for batch in batches:
         batch = {key: value.to(device) for key, value in batch.items()}
         with autocast(device, precision):
             output = model(**batch)
         stats += _batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
-    return _summary(stats)
+        if isinstance(output, ElectraOutput):
+            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+            scores.append(output.rtd_logits.float()[real].cpu())
+            truths.append(output.rtd_labels[real].cpu())
+    values = _summary(stats)
+    if scores:
+        auc = roc_auc(torch.cat(scores).tolist(), torch.cat(truths).tolist())
+        if not math.isnan(auc):  # one class only: no AUC
+            values["rtd_auc"] = auc
+    return values
 
 
 def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
@@ -506,6 +547,14 @@ def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> tor
             stats[3] = float(output.nsp_loss) * len(nsp_labels)
             stats[4] = float((output.nsp_logits.argmax(dim=-1) == nsp_labels).sum())
             stats[5] = len(nsp_labels)
+        if isinstance(output, ElectraOutput):
+            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+            predicted = (output.rtd_logits > 0).long()  # (B, L)
+            positions = int(real.sum())
+            stats[6] = float(output.rtd_loss) * positions
+            stats[7] = float(((predicted == output.rtd_labels) & real).sum())
+            stats[8] = positions
+            stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
         stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
     return stats
 
@@ -513,9 +562,18 @@ def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> tor
 def _summary(stats: torch.Tensor) -> dict[str, float]:
     """Loss and accuracies from summed statistics."""
     values: dict[str, float] = {}
-    mlm_loss_sum, mlm_correct, mlm_count, nsp_loss_sum, nsp_correct, nsp_count = stats[
-        :STAT_TOKENS
-    ].tolist()
+    (
+        mlm_loss_sum,
+        mlm_correct,
+        mlm_count,
+        nsp_loss_sum,
+        nsp_correct,
+        nsp_count,
+        rtd_loss_sum,
+        rtd_correct,
+        rtd_count,
+        rtd_weighted_loss_sum,
+    ) = stats[:STAT_TOKENS].tolist()
     loss = 0.0
     if mlm_count:
         values["mlm_loss"] = mlm_loss_sum / mlm_count
@@ -525,6 +583,10 @@ def _summary(stats: torch.Tensor) -> dict[str, float]:
         values["nsp_loss"] = nsp_loss_sum / nsp_count
         values["nsp_accuracy"] = nsp_correct / nsp_count
         loss += values["nsp_loss"]
+    if rtd_count:
+        values["rtd_loss"] = rtd_loss_sum / rtd_count
+        values["rtd_accuracy"] = rtd_correct / rtd_count
+        loss += rtd_weighted_loss_sum / rtd_count
     values["loss"] = loss
     return values
 

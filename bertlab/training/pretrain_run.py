@@ -24,16 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab import hub
 from bertlab.atomic import atomic_directory
 from bertlab.config import (
     OBJECTIVES,
     PRESETS,
     BertConfig,
+    ElectraConfig,
     PretrainConfig,
     PretrainDataConfig,
 )
 from bertlab.data.corpus import build_corpus, check_objective, preflight_report
 from bertlab.data.corpus_encode import sniff_lang
+from bertlab.data.preflight import PreflightReport
+from bertlab.electra import ElectraForPreTraining
+from bertlab.model_card import ModelCard, write_model_card
 from bertlab.modeling import BertForPreTraining
 from bertlab.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
 from bertlab.tokenization import Tokenizer
@@ -46,7 +51,7 @@ from bertlab.training.budget import (
     init_positions,
     restore_finetune_dropout,
 )
-from bertlab.training.loop import PretrainResult, pretrain
+from bertlab.training.loop import PretrainResult, held_out_split, pretrain
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +97,8 @@ class PretrainRun:
         vocab_size: pieces of the vocabulary trained on the corpus when there is no tokenizer.
         model_size: a `BertConfig` preset (tiny ... large) for a new model.
         model_config: the architecture of a new model, as a config.json path or a `BertConfig`.
-        init_from: a model directory to continue pre-training (domain adaptation).
+        init_from: a model folder or Hugging Face Hub id (`bert-base-uncased`) to continue
+            pre-training (domain adaptation).
         position_init: a new model's position embeddings, "normal" or "sinusoidal".
         dropout: hidden and attention dropout while pre-training; None: the model's own.
         finetune_dropout: the dropout written into `OUT/final/config.json`; None: BERT's 0.1
@@ -144,6 +150,9 @@ class PretrainRun:
     precision: str | None = None
     do_compile: bool = False
     num_workers: int | None = None
+    # ElectraConfig (objective electra)
+    generator_size: float | None = None
+    rtd_weight: float | None = None
 
     def __post_init__(self) -> None:
         if not self.corpus:
@@ -184,6 +193,11 @@ class PretrainRun:
             )
         self.data_config()  # each raises ValueError on a bad value
         self.loop_config()
+        electra = {"generator_size": self.generator_size, "rtd_weight": self.rtd_weight}
+        given = [name for name, value in electra.items() if value is not None]
+        if given and self.data_config().objective != "electra":
+            raise ValueError(f"{' and '.join(given)} apply to objective electra only")
+        self.electra_config()
 
     # --- what the run resolves to -------------------------------------------------------------
 
@@ -221,6 +235,11 @@ class PretrainRun:
             values["max_time"] = self.budget
         return PretrainConfig(**values)
 
+    def electra_config(self) -> ElectraConfig:
+        """The `electra` objective's settings: the fields given, else ElectraConfig's."""
+        values = {"generator_size": self.generator_size, "rtd_weight": self.rtd_weight}
+        return ElectraConfig(**{name: value for name, value in values.items() if value is not None})
+
     def vocabulary_size(self) -> int | None:
         """The size of the vocabulary to train on the corpus, or None when there is one."""
         if self.tokenizer is not None or self.init_from is not None:
@@ -255,14 +274,24 @@ class PretrainRun:
     def describe(self) -> str:
         """One line: what the run trains, e.g. "BERT-mini, 8,000-piece vocabulary ..."."""
         data, loop = self.data_config(), self.loop_config()
-        shape = f"BERT-{self.shape()}" if self.shape() else "model as given"
+        if self.shape():
+            shape = f"BERT-{self.shape()}"
+        elif isinstance(self.model_config, BertConfig):
+            config = self.model_config
+            shape = f"{config.num_hidden_layers} x {config.hidden_size} model"
+        else:
+            shape = "model as given"
         size = self.vocabulary_size()
         vocabulary = (
             f"{size:,}-piece vocabulary trained on the corpus" if size else "tokenizer as given"
         )
         dropout = self.pretrain_dropout()
+        objective = data.objective
+        if objective == "electra":
+            electra = self.electra_config()
+            objective += f" (generator {electra.generator_size:g}, weight {electra.rtd_weight:g})"
         return (
-            f"{shape}, {vocabulary}, {data.objective} at {data.mlm_probability:.0%} masking, "
+            f"{shape}, {vocabulary}, {objective} at {data.mlm_probability:.0%} masking, "
             f"{'packed ' if data.pack_sequences else ''}sequences of {data.max_seq_length}, "
             f"batch {loop.batch_size}, {loop.schedule} to {loop.learning_rate:g}, dropout "
             f"{'as the model' if dropout is None else f'{dropout:g}'}"
@@ -318,10 +347,13 @@ def run_pretraining(
     check_objective(report, data_config.objective)
     check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
     set_seed(loop_config.seed)
+    model_class, extra = BertForPreTraining, {}
+    if data_config.objective == "electra":
+        model_class, extra = ElectraForPreTraining, {"electra": run.electra_config()}
     if run.init_from is not None:
-        model = BertForPreTraining.from_pretrained(run.init_from, config=model_config)
+        model = model_class.from_pretrained(run.init_from, config=model_config, **extra)
     else:
-        model = BertForPreTraining(model_config)
+        model = model_class(model_config, **extra)
         position_init = run.position_initialization()
         init_positions(model.bert.embeddings, position_init, model_config.initializer_range)
     num_parameters = sum(p.numel() for p in model.parameters())
@@ -345,7 +377,107 @@ def run_pretraining(
     if dropout is not None and context.is_main and result.final_dir is not None:
         restore_finetune_dropout(result.final_dir, dropout)
         say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
+    if context.is_main and result.final_dir is not None:
+        card = pretraining_card(
+            run, corpus.meta, report, model_config, num_parameters, result, context.world_size
+        )
+        write_model_card(result.final_dir, card)
     return result
+
+
+def pretraining_card(
+    run: PretrainRun,
+    corpus_meta: dict[str, Any],
+    report: PreflightReport,
+    model_config: BertConfig,
+    num_parameters: int,
+    result: PretrainResult,
+    world_size: int,
+) -> ModelCard:
+    """The model card of OUT/final: the corpus, the recipe and what this run measured."""
+    data, loop = run.data_config(), run.loop_config()
+    progress = result.progress
+    shape = (
+        f"{model_config.num_hidden_layers} layers, hidden size {model_config.hidden_size}, "
+        f"{model_config.num_attention_heads} heads, {num_parameters:,} parameters"
+    )
+    start = f"continued from `{run.init_from}`" if run.init_from is not None else "from scratch"
+    files = ", ".join(
+        f"`{Path(f['path']).name}` ({f['bytes']:,} bytes)" for f in corpus_meta.get("files", ())
+    )
+    langs = sorted(set(corpus_meta.get("langs", ())))
+    _, held_out = held_out_split(report.num_documents, loop.eval_examples)
+    tokenizer = run.tokenizer or run.init_from
+    vocabulary = f"`{tokenizer}`" if tokenizer is not None else "trained on the corpus by bertlab"
+    metrics: dict[str, Any] = {
+        "steps": progress.step,
+        "tokens trained on": progress.tokens,
+        "training minutes": progress.elapsed / 60,
+    }
+    metrics |= {f"held-out {name}": value for name, value in (result.last_eval or {}).items()}
+    if data.objective == "electra":
+        what = (
+            f"The discriminator of ELECTRA's replaced-token detection, a BERT encoder ({shape}; "
+            "its generator is in `../generator`, in the ElectraForMaskedLM layout)"
+        )
+    else:
+        what = f"A BERT encoder with its {data.objective} heads ({shape})"
+    return ModelCard(
+        title=f"{Path(run.out).name}: a BERT pre-trained with bertlab",
+        summary=f"{what}, pre-trained {start} by `bertlab pretrain` on the corpus below.",
+        pipeline_tag="feature-extraction" if data.objective == "electra" else "fill-mask",
+        intended_use="A starting point for fine-tuning on a task (`bertlab finetune --model "
+        "DIR`), for feature extraction and for looking inside (`bertlab fill-mask`, `bertlab "
+        "attention`). It has seen only the corpus below, for the time below: judge it by the "
+        "held-out numbers, and fine-tune and test it before relying on it.",
+        data=[
+            f"corpus: {files}",
+            f"{report.num_documents:,} documents, {report.num_sentences:,} sentences, "
+            f"{report.num_tokens:,} tokens (language: {', '.join(langs) or 'unknown'})",
+            f"held out for evaluation: the last {held_out:,} documents",
+            f"vocabulary: {model_config.vocab_size:,} pieces, {vocabulary}",
+        ],
+        recipe=_pretraining_recipe(run, model_config, world_size),
+        metrics=metrics,
+        metrics_note="Measured by this run; held-out figures are on the held-out documents, "
+        "at the run's own masking rate.",
+        how_to_use=[
+            "# DIR: this folder, or its Hub id once uploaded; transformers loads it as well",
+            'bertlab fill-mask --model DIR "The capital of France is [MASK]."',
+            "bertlab finetune --task sst2 --train train.tsv --dev-fraction 0.1 --model DIR "
+            "--out runs/sst2",
+        ],
+        base_model=None if run.init_from is None else str(run.init_from),
+        language=langs,
+    )
+
+
+def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: int) -> dict:
+    data, loop = run.data_config(), run.loop_config()
+    recipe = {
+        "objective": data.objective,
+        "sequence length": data.max_seq_length,
+        "masking rate": data.mlm_probability,
+        "whole-word masking": data.do_whole_word_mask,
+        "packed sequences": data.pack_sequences,
+        "global batch (sequences)": loop.batch_size * world_size,
+        "peak learning rate": loop.learning_rate,
+        "schedule": f"{loop.schedule}, warmup {loop.warmup_fraction:g} of the run",
+        "weight decay": loop.weight_decay,
+        "dropout while pre-training": model_config.hidden_dropout_prob,
+        "precision": loop.precision,
+        "seed": loop.seed,
+        "processes": world_size,
+    }
+    if run.final_dropout() is not None:
+        recipe["dropout written for fine-tuning"] = run.final_dropout()
+    if data.objective == "electra":
+        electra = run.electra_config()
+        recipe["generator width (share of the model's)"] = electra.generator_size
+        recipe["replaced-token detection weight"] = electra.rtd_weight
+    if run.budget is not None:
+        recipe = {"budget recipe": f"{run.budget / 60:g} min: {run.describe()}"} | recipe
+    return recipe
 
 
 def _quiet(line: str) -> None:
@@ -395,7 +527,7 @@ def _model_config(
     """The architecture: the `init_from` model's, `model_config`, or the preset's for the
     tokenizer's vocabulary; causal for `clm`; with the pre-training dropout."""
     if run.init_from is not None:
-        config = BertConfig.from_json_file(Path(run.init_from) / "config.json")
+        config = BertConfig.from_json_file(hub.resolve(run.init_from) / "config.json")
     elif isinstance(run.model_config, BertConfig):
         config = run.model_config
     elif run.model_config is not None:

@@ -123,8 +123,12 @@ def _run_cli(args: list[str]) -> subprocess.Popen:
     )
 
 
-def test_sigkill_then_resume_gives_bit_identical_weights(pretrain_files, tmp_path) -> None:
+@pytest.mark.parametrize("objective", ["mlm+nsp", "electra"])
+def test_sigkill_then_resume_gives_bit_identical_weights(
+    pretrain_files, tmp_path, objective
+) -> None:
     steps = ["--max-steps", "24", "--checkpoint-every", "3", "--eval-every", "5"]
+    steps += ["--objective", objective]
     reference = tmp_path / "reference"
     assert main(_args(pretrain_files, tmp_path, reference, *steps)) == 0
 
@@ -143,10 +147,12 @@ def test_sigkill_then_resume_gives_bit_identical_weights(pretrain_files, tmp_pat
         pytest.skip("the run finished before it could be killed")
     assert main([*args, "--resume"]) == 0
 
-    expected, actual = _weights(reference / "final"), _weights(killed / "final")
-    assert expected.keys() == actual.keys()
-    for key in expected:
-        assert torch.equal(expected[key], actual[key]), key
+    folders = ["final", "generator"] if objective == "electra" else ["final"]
+    for folder in folders:  # ELECTRA: the discriminator and the generator
+        expected, actual = _weights(reference / folder), _weights(killed / folder)
+        assert expected.keys() == actual.keys()
+        for key in expected:
+            assert torch.equal(expected[key], actual[key]), key
     train = [r for r in read_metrics(killed / "metrics.jsonl") if r["kind"] == "train"]
     assert [r["step"] for r in train] == list(range(10, 25, 10)) + [24]
 

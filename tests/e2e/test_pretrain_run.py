@@ -77,7 +77,7 @@ def test_a_model_config_object_and_the_dropout_handed_to_fine_tuning(pretrain_fi
         ({"budget": None}, "exactly one of budget, max_steps and max_time"),
         ({"budget": None, "max_steps": 5, "tokenizer": None}, "give a tokenizer"),
         ({"mlm_probability": 1.5}, "mlm_probability must be in (0, 1)"),
-        ({"objective": "electra"}, "unknown objective 'electra'"),
+        ({"objective": "skip-gram"}, "unknown objective 'skip-gram'"),
         ({"model_size": "huge"}, "unknown model size 'huge'"),
         ({"learning_rate": 0.0}, "learning_rate > 0"),
         ({"objective": "mlm+nsp", "pack_sequences": True}, "pack_sequences needs objective"),
