@@ -7,6 +7,13 @@ on a test split carved from the task's training file. Everything lands in one di
 pre-training run, each fine-tuning run with its `test.json`, `results.json`, `table.md` and
 `transfer.png`.
 
+With `arms` the columns are pre-training corpora side by side at the whole budget instead of
+points of one run: `general` (the language's general corpus, Wikipedia), `in-domain` (text of the
+tasks' own kind, for English the IMDB movie reviews), `mixed` (both), `continued` (the general
+run's model, pre-trained further on the in-domain text: domain-adaptive pre-training) and
+`word-vectors` (no pre-training of the encoder: a random twin whose embedding matrix starts from
+word2vec vectors of the in-domain text, the pre-2018 recipe).
+
 Each step is skipped when its output is already there, so an interrupted experiment continues
 where it stopped when the same command is run again (`flows.check_settings` refuses to continue
 one made with other settings).
@@ -37,6 +44,7 @@ from bertlab.apps.flows import (
 from bertlab.apps.transfer_data import (
     CORPORA,
     DEV_FRACTION,
+    IN_DOMAIN_CORPORA,
     ROWS,
     TASK_TEXT_GROUP,
     TEST_FRACTION,
@@ -47,7 +55,9 @@ from bertlab.apps.transfer_data import (
 )
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
 from bertlab.atomic import atomic_directory, write_json
-from bertlab.config import PRESETS, BertConfig, FinetuneConfig
+from bertlab.config import PRESETS, BertConfig, FinetuneConfig, read_json_object
+from bertlab.data.corpus import build_corpus
+from bertlab.electra import ElectraForPreTraining
 from bertlab.task_families import Task
 from bertlab.tokenization import TOKENIZER_FILES, Tokenizer
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe, restore_finetune_dropout
@@ -56,6 +66,13 @@ from bertlab.training.finetune import TaskData
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+from bertlab.training.word_vectors import (
+    VECTORS_FILE,
+    WordVectorConfig,
+    load_vectors,
+    save_vectors,
+    train_word_vectors,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +82,24 @@ FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md#wh
 FINETUNE_BATCH_SIZE = 32
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
 TASK_TEXT_FILE = "task_text.txt"  # with --task-text: the tasks' unlabeled training text
-PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp")  # what --pretrain-objective may choose
+PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp", "electra")  # what --pretrain-objective may choose
 EVAL_EVERY_STEPS = 250  # held-out MLM evaluations: a learning curve of a few dozen points
 POINT_TOLERANCE = 0.2  # a point's checkpoint must lie within 20% of the minutes asked for
 PRETRAIN_DIR = "pretrain"
 POINTS_DIR = "points"
 FINETUNE_DIR = "finetune"
+WORD_VECTORS_DIR = "word-vectors"
+# The columns `arms` may choose, besides scratch (module docstring).
+GENERAL, IN_DOMAIN, MIXED, CONTINUED, WORD_VECTORS = (
+    "general",
+    "in-domain",
+    "mixed",
+    "continued",
+    "word-vectors",
+)
+ARMS = (GENERAL, IN_DOMAIN, MIXED, CONTINUED, WORD_VECTORS)
+PRETRAINED_ARMS = (GENERAL, IN_DOMAIN, MIXED, CONTINUED)  # in the order they are pre-trained
+POINTED_ARMS = (GENERAL, IN_DOMAIN, MIXED)  # runs of the whole budget, with --points
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,9 @@ class TransferConfig:
     task_text_repeats: int = 0
     pretrain_objective: str | None = None  # PRETRAIN_OBJECTIVES; None: the recipe's
     pretrain_mlm_probability: float | None = None  # share of tokens masked; None: the recipe's
+    arms: tuple[str, ...] = (GENERAL,)  # names in ARMS: the columns besides scratch
+    in_domain_corpus: tuple[str, ...] | None = None  # None: IN_DOMAIN_CORPORA[lang] under data_dir
+    continue_minutes: float | None = None  # the continued arm's in-domain minutes; None: budget
 
     def __post_init__(self) -> None:
         if self.lang not in ROWS:
@@ -126,6 +158,16 @@ class TransferConfig:
             raise ValueError(f"points must lie strictly between 0 and {self.budget_minutes:g} min")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and at least one, got {list(self.seeds)}")
+        if not self.arms or len(set(self.arms)) != len(self.arms) or set(self.arms) - set(ARMS):
+            raise ValueError(f"arms must be distinct names of {', '.join(ARMS)}, got {self.arms}")
+        if self.needs_in_domain() and not (self.in_domain_corpus or IN_DOMAIN_CORPORA[self.lang]):
+            raise ValueError(f"no in-domain corpus for {self.lang}: give --in-domain-corpus")
+        if not set(self.arms) & set(PRETRAINED_ARMS):
+            raise ValueError("arms need a pre-trained arm: scratch takes its shape and vocabulary")
+        if CONTINUED in self.arms and GENERAL not in self.arms:
+            raise ValueError("the continued arm continues the general one: add general to arms")
+        if self.continue_minutes is not None and not self.continue_minutes > 0:
+            raise ValueError(f"--continue-minutes must be positive, got {self.continue_minutes}")
         known = {t.name for t in ROWS[self.lang]}
         unknown = sorted(set(self.tasks or ()) - known)
         if unknown:
@@ -149,23 +191,62 @@ class TransferConfig:
         first = [self.out / TASK_TEXT_FILE] if self.task_text_repeats else []
         return first + self.user_corpus_files()
 
-    def pretrain_run(self, resume: bool = False) -> PretrainRun:
-        """The pre-training phase: the budget recipe with this experiment's choices."""
+    def needs_in_domain(self) -> bool:
+        return bool({IN_DOMAIN, MIXED, CONTINUED, WORD_VECTORS} & set(self.arms))
+
+    def in_domain_files(self) -> list[Path]:
+        """--in-domain-corpus, else the language's in-domain corpora under the data directory."""
+        names = self.in_domain_corpus or tuple(
+            str(self.data_dir / f) for f in IN_DOMAIN_CORPORA[self.lang]
+        )
+        return [Path(name) for name in names]
+
+    def arm_corpus(self, arm: str) -> list[Path]:
+        """The files an arm pre-trains on (the task text, if any, first: see `corpus_files`)."""
+        first = [self.out / TASK_TEXT_FILE] if self.task_text_repeats else []
+        if arm == GENERAL:
+            return first + self.user_corpus_files()
+        if arm == MIXED:
+            return first + self.user_corpus_files() + self.in_domain_files()
+        return first + self.in_domain_files()
+
+    def pretrain_dir(self, arm: str = GENERAL) -> Path:
+        return self.out / (PRETRAIN_DIR if arm == GENERAL else f"{PRETRAIN_DIR}-{arm}")
+
+    def pretrain_run(self, resume: bool = False, arm: str = GENERAL) -> PretrainRun:
+        """An arm's pre-training: the budget recipe with this experiment's choices.
+
+        The continued arm starts from the general run's final model and reads the in-domain
+        corpus for `continue_minutes`, with the recipe's pre-training dropout (none) and BERT's
+        dropout handed to fine-tuning, as the other arms.
+        """
         checkpoint_minutes = min((CHECKPOINT_MINUTES, *(p / 2 for p in self.points)))
+        shared = {
+            "corpus": tuple(self.arm_corpus(arm)),
+            "out": self.pretrain_dir(arm),
+            "lang": self.lang,
+            "learning_rate": self.pretrain_learning_rate,
+            "objective": self.pretrain_objective,
+            "mlm_probability": self.pretrain_mlm_probability,
+            "checkpoint_every_minutes": checkpoint_minutes,
+            "keep_checkpoints": 0,
+            "eval_every_steps": EVAL_EVERY_STEPS,
+            "resume": resume,
+        }
+        if arm == CONTINUED:
+            minutes = self.continue_minutes or self.budget_minutes
+            return PretrainRun(
+                budget=minutes * 60,
+                init_from=self.pretrain_dir(GENERAL) / FINAL_DIR,
+                dropout=budget_recipe(minutes * 60).dropout,
+                finetune_dropout=FINETUNE_DROPOUT,
+                **shared,
+            )
         return PretrainRun(
-            corpus=tuple(self.corpus_files()),
-            out=self.out / PRETRAIN_DIR,
             budget=self.budget_minutes * 60,
-            lang=self.lang,
             tokenizer=self.tokenizer,
             model_size=self.model_size,
-            learning_rate=self.pretrain_learning_rate,
-            objective=self.pretrain_objective,
-            mlm_probability=self.pretrain_mlm_probability,
-            checkpoint_every_minutes=checkpoint_minutes,
-            keep_checkpoints=0,
-            eval_every_steps=EVAL_EVERY_STEPS,
-            resume=resume,
+            **shared,
         )
 
     def objective(self) -> str:
@@ -179,6 +260,18 @@ class TransferConfig:
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
 
+    def columns(self) -> list[str]:
+        """The table's columns: scratch, then the general run's points; with arms, every arm's
+        points (`general 30min`; not for continued and word-vectors) and the arm itself."""
+        if self.arms == (GENERAL,):
+            return [point_name(minutes) for minutes in self.all_points()]
+        columns = [point_name(SCRATCH)]
+        for arm in self.arms:
+            if arm in POINTED_ARMS:
+                columns += [arm_point_name(arm, minutes) for minutes in sorted(self.points)]
+            columns.append(arm)
+        return columns
+
     def shape(self) -> str:
         """The encoder's PRESETS name: --model-size, else the budget recipe's."""
         return self.pretrain_run().shape()
@@ -190,16 +283,19 @@ class TransferConfig:
 def run_transfer(
     config: TransferConfig, show_progress: bool = True, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """Pre-train, fine-tune every point x task x seed, write the table and the plot."""
+    """Pre-train, fine-tune every column x task x seed, write the table and the plot."""
     rows = config.selected_tasks()
     _check_inputs(config, rows)
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
-    say(f"== pre-training with the budget recipe, {config.budget_minutes:g} min")
-    pretrain_dir = _pretrain(config, show_progress, say)
-    models = _point_models(config, pretrain_dir, say)
+    for arm in _pretrained_arms(config):
+        minutes = config.continue_minutes or config.budget_minutes
+        minutes = minutes if arm == CONTINUED else config.budget_minutes
+        say(f"== pre-training {arm} with the budget recipe, {minutes:g} min")
+        _pretrain(config, arm, show_progress, say)
+    models = _column_models(config, say)
     timings = {"pre-training": time.perf_counter() - started}
 
     splits = {}
@@ -211,25 +307,27 @@ def run_transfer(
             f"   {row.name}: {len(data.train):,} training, {len(data.dev):,} dev, "
             f"{len(test):,} test examples"
         )
+    columns = config.columns()
     # The two ends first, so that the main comparison is complete as early as possible.
-    order = [SCRATCH, config.budget_minutes, *sorted(config.points)]
-    say(f"== fine-tuning {len(rows)} task(s) x {len(order)} point(s) x {len(config.seeds)} seed(s)")
+    if config.arms == (GENERAL,):
+        columns = [columns[0], columns[-1], *columns[1:-1]]
+    seeds = len(config.seeds)
+    say(f"== fine-tuning {len(rows)} task(s) x {len(columns)} model(s) x {seeds} seed(s)")
     scores: dict[str, dict[str, list[float]]] = {row.name: {} for row in rows}
     metric_names = {name: task.primary_metric for name, (task, _, _) in splits.items()}
-    base = _results_base(config, rows, pretrain_dir, metric_names)
-    for minutes in order:
-        point = point_name(minutes)
+    base = _results_base(config, rows, metric_names)
+    for column in columns:
         for row in rows:
             task, data, test = splits[row.name]
             values = []
             for seed in config.seeds:
-                run_dir = seed_dir(out / FINETUNE_DIR / row.name, point, seed)
+                run_dir = seed_dir(out / FINETUNE_DIR / row.name, column, seed)
                 metrics = _finetune_and_test(
-                    config, row, task, data, test, models[minutes], seed, run_dir, show_progress
+                    config, row, task, data, test, models[column], seed, run_dir, show_progress
                 )
                 values.append(metrics[task.primary_metric])
-            scores[row.name][point] = values
-            say(f"   {point:>8} {row.name}: {task.primary_metric} {summary(values)}")
+            scores[row.name][column] = values
+            say(f"   {column:>12} {row.name}: {task.primary_metric} {summary(values)}")
             timings["total"] = time.perf_counter() - started
             results = base | {"scores": scores, "timings_seconds": timings}
             write_results(out, results)
@@ -239,8 +337,15 @@ def run_transfer(
     return results
 
 
+def _pretrained_arms(config: TransferConfig) -> list[str]:
+    """The arms that pre-train, in the order they must run (continued after general)."""
+    return [arm for arm in PRETRAINED_ARMS if arm in config.arms]
+
+
 def _check_inputs(config: TransferConfig, rows: Sequence[TransferTask]) -> None:
     missing = [str(p) for p in config.user_corpus_files() if not p.is_file()]
+    if config.needs_in_domain():
+        missing += [str(p) for p in config.in_domain_files() if not p.is_file()]
     missing += [
         str(config.data_dir / row.path)
         for row in rows
@@ -279,6 +384,10 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
         settings["pretrain_objective"] = config.pretrain_objective
     if config.pretrain_mlm_probability:  # likewise
         settings["pretrain_mlm_probability"] = config.pretrain_mlm_probability
+    if config.needs_in_domain():  # likewise
+        settings["in_domain_corpus"] = [str(path.resolve()) for path in config.in_domain_files()]
+    if CONTINUED in config.arms:
+        settings["continue_minutes"] = config.continue_minutes or config.budget_minutes
     return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
 
 
@@ -286,12 +395,19 @@ def point_name(minutes: float) -> str:
     return "scratch" if minutes == SCRATCH else f"{minutes:g}min"
 
 
+def arm_point_name(arm: str, minutes: float) -> str:
+    """An arm's column at a point of its run, e.g. `in-domain 30min`."""
+    return f"{arm} {point_name(minutes)}"
+
+
 # --- pre-training and its points ------------------------------------------------------------------
 
 
-def _pretrain(config: TransferConfig, show_progress: bool, say: Callable[[str], None]) -> Path:
-    """The budget recipe's run into OUT/pretrain (continued if interrupted, skipped if done)."""
-    run_dir = config.out / PRETRAIN_DIR
+def _pretrain(
+    config: TransferConfig, arm: str, show_progress: bool, say: Callable[[str], None]
+) -> Path:
+    """An arm's budget-recipe run into its directory (continued if interrupted, skipped if done)."""
+    run_dir = config.pretrain_dir(arm)
     if (run_dir / FINAL_DIR / "config.json").is_file():
         _check_shape(config, run_dir / FINAL_DIR)
         check_settings(config.out, experiment_settings(config))
@@ -300,15 +416,16 @@ def _pretrain(config: TransferConfig, show_progress: bool, say: Callable[[str], 
     if checkpoint is not None:
         _check_shape(config, checkpoint)
     check_settings(config.out, experiment_settings(config))
-    if config.task_text_repeats:  # after the settings check: never overwrite another run's
+    task_text_file = config.out / TASK_TEXT_FILE
+    if config.task_text_repeats and not task_text_file.is_file():
+        # after the settings check: never overwrite another run's
         path, counts = prepare_task_text(config)
         say(
             f"   task text: {', '.join(f'{name} {n:,}' for name, n in counts.items())} training "
             f"examples, x {config.task_text_repeats}, in {path}"
         )
-    run_pretraining(
-        config.pretrain_run(resume=checkpoint is not None), show_progress=show_progress, say=say
-    )
+    run = config.pretrain_run(resume=checkpoint is not None, arm=arm)
+    run_pretraining(run, show_progress=show_progress, say=say)
     return run_dir
 
 
@@ -334,25 +451,88 @@ def _check_shape(config: TransferConfig, model_dir: Path) -> None:
         )
 
 
+def _column_models(config: TransferConfig, say: Callable[[str], None]) -> dict[str, Path]:
+    """Model directory per column. The general run's points, or per arm its final model; for
+    scratch and word-vectors, a directory with the shape and tokenizer (and the vectors) that
+    each seed's twin is built from (`_twin`)."""
+    if config.arms == (GENERAL,):
+        by_minutes = _point_models(config, config.pretrain_dir(GENERAL), say)
+        return {point_name(minutes): path for minutes, path in by_minutes.items()}
+    points_dir = config.out / POINTS_DIR
+    shape_final = config.pretrain_dir(_pretrained_arms(config)[0]) / FINAL_DIR
+    models = {point_name(SCRATCH): _scratch_model(shape_final, points_dir)}
+    for arm in config.arms:
+        if arm == WORD_VECTORS:
+            models[arm] = _word_vector_model(config, models[point_name(SCRATCH)], say)
+            continue
+        run_dir = config.pretrain_dir(arm)
+        final = run_dir / FINAL_DIR
+        for minutes in sorted(config.points) if arm in POINTED_ARMS else ():
+            name = arm_point_name(arm, minutes)
+            checkpoint = _checkpoint_near(run_dir, minutes, say)
+            directory = points_dir / name.replace(" ", "-")
+            models[name] = _fine_tunable_copy(checkpoint, final, directory, config.finetune_dropout)
+        models[arm] = final
+        if config.finetune_dropout != FINETUNE_DROPOUT:
+            models[arm] = _fine_tunable_copy(
+                final, final, points_dir / arm, config.finetune_dropout
+            )
+    return models
+
+
+def _checkpoint_near(run_dir: Path, minutes: float, say: Callable[[str], None]) -> Path:
+    """The checkpoint of a run nearest `minutes` of training (within POINT_TOLERANCE)."""
+    elapsed = {
+        checkpoint: load_state(checkpoint)["progress"]["elapsed"] / 60
+        for checkpoint in list_checkpoints(run_dir)
+    }
+    if not elapsed:
+        raise ValueError(f"{run_dir} has no checkpoints to take the {minutes:g}-min point")
+    checkpoint = min(elapsed, key=lambda c: abs(elapsed[c] - minutes))
+    if abs(elapsed[checkpoint] - minutes) > POINT_TOLERANCE * minutes:
+        raise ValueError(
+            f"no checkpoint near {minutes:g} min of training in {run_dir} (nearest: "
+            f"{elapsed[checkpoint]:.1f} min, {checkpoint.name})"
+        )
+    say(
+        f"   {minutes:g}-min point of {run_dir.name}: {checkpoint.name} "
+        f"({elapsed[checkpoint]:.1f} min trained)"
+    )
+    return checkpoint
+
+
+def _word_vector_model(config: TransferConfig, shape_dir: Path, say) -> Path:
+    """The shape and tokenizer of `shape_dir` with word2vec vectors of the in-domain corpus,
+    read through that tokenizer (OUT/word-vectors/: the tokenized corpus, then the vectors)."""
+    directory = config.out / POINTS_DIR / WORD_VECTORS
+    if (directory / VECTORS_FILE).is_file():
+        return directory
+    tokenizer = Tokenizer.from_pretrained(shape_dir)
+    work = config.out / WORD_VECTORS_DIR
+    corpus = build_corpus(config.in_domain_files(), tokenizer, work / "corpus", config.lang, False)
+    hidden = BertConfig.from_json_file(shape_dir / "config.json").hidden_size
+    vector_config = WordVectorConfig(vector_size=hidden)
+    started = time.perf_counter()
+    vectors = train_word_vectors(corpus, vector_config)
+    say(
+        f"   word vectors: {len(vectors):,} pieces x {hidden} ({vector_config.method}, "
+        f"{vector_config.epochs} epochs) in {time.perf_counter() - started:.0f} s"
+    )
+    with atomic_directory(directory) as target:
+        shutil.copy2(shape_dir / "config.json", target / "config.json")
+        tokenizer.save_pretrained(target)
+        save_vectors(vectors, target / VECTORS_FILE)
+    return directory
+
+
 def _point_models(config: TransferConfig, pretrain_dir: Path, say) -> dict[float, Path]:
     """Model directory per point: a random model for 0, the checkpoints nearest each point's
     training minutes, and the final model for the whole budget."""
     points_dir = config.out / POINTS_DIR
     final = pretrain_dir / FINAL_DIR
     models: dict[float, Path] = {SCRATCH: _scratch_model(final, points_dir)}
-    elapsed = {}
-    for checkpoint in list_checkpoints(pretrain_dir):
-        elapsed[checkpoint] = load_state(checkpoint)["progress"]["elapsed"] / 60
     for minutes in sorted(config.points):
-        if not elapsed:
-            raise ValueError(f"{pretrain_dir} has no checkpoints to take the {minutes:g}-min point")
-        checkpoint = min(elapsed, key=lambda c: abs(elapsed[c] - minutes))
-        if abs(elapsed[checkpoint] - minutes) > POINT_TOLERANCE * minutes:
-            raise ValueError(
-                f"no checkpoint near {minutes:g} min of training (nearest: "
-                f"{elapsed[checkpoint]:.1f} min, {checkpoint.name})"
-            )
-        say(f"   {minutes:g}-min point: {checkpoint.name} ({elapsed[checkpoint]:.1f} min trained)")
+        checkpoint = _checkpoint_near(pretrain_dir, minutes, say)
         models[minutes] = _fine_tunable_copy(
             checkpoint, final, points_dir / point_name(minutes), config.finetune_dropout
         )
@@ -369,13 +549,22 @@ def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path, dropout: 
     if (directory / "config.json").is_file():
         return directory
     with atomic_directory(directory) as target:
-        for name in ("config.json", "model.safetensors"):
-            shutil.copy2(checkpoint / name, target / name)
+        if _is_electra(checkpoint):  # what fine-tuning uses: the discriminator
+            ElectraForPreTraining.from_pretrained(checkpoint).save_discriminator(target)
+        else:
+            for name in ("config.json", "model.safetensors"):
+                shutil.copy2(checkpoint / name, target / name)
         for name in TOKENIZER_FILES:
             if (final / name).is_file():
                 shutil.copy2(final / name, target / name)
         restore_finetune_dropout(target, dropout)
     return directory
+
+
+def _is_electra(model_dir: Path) -> bool:
+    """A checkpoint of the electra objective (generator and discriminator together)."""
+    architectures = read_json_object(model_dir / "config.json").get("architectures") or []
+    return ElectraForPreTraining.architecture in architectures
 
 
 def _scratch_model(final: Path, points_dir: Path) -> Path:
@@ -392,8 +581,9 @@ def _scratch_model(final: Path, points_dir: Path) -> Path:
     return directory
 
 
-def _scratch_twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
-    """`seed`'s random twin of the shape directory, beside it, with the fine-tuning dropout."""
+def _twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
+    """`seed`'s random twin of a shape directory, beside it, with the fine-tuning dropout and,
+    for the word-vectors column, the vectors in its embedding matrix."""
     dropout = config.finetune_dropout
     model_config = BertConfig.from_json_file(shape_dir / "config.json").replace(
         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
@@ -401,7 +591,10 @@ def _scratch_twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
     position_init = config.pretrain_run().position_initialization()
     directory = shape_dir.with_name(f"{shape_dir.name}-seed-{seed}")
     tokenizer = Tokenizer.from_pretrained(shape_dir)
-    return random_twin(model_config, tokenizer, seed, position_init, directory)
+    vectors = (
+        load_vectors(shape_dir / VECTORS_FILE) if (shape_dir / VECTORS_FILE).is_file() else None
+    )
+    return random_twin(model_config, tokenizer, seed, position_init, directory, vectors)
 
 
 # --- fine-tuning ----------------------------------------------------------------------------------
@@ -445,8 +638,8 @@ def _finetune_and_test(
     """Fine-tune one point's model with one seed (skipped when its test.json exists)."""
     if (run_dir / TEST_FILE).is_file():
         return read_test(run_dir)
-    if model_dir.name == point_name(SCRATCH):
-        model_dir = _scratch_twin(config, model_dir, seed)
+    if model_dir.name in (point_name(SCRATCH), WORD_VECTORS):
+        model_dir = _twin(config, model_dir, seed)
     finetune_config = FinetuneConfig(
         learning_rate=config.learning_rate,
         batch_size=FINETUNE_BATCH_SIZE,
@@ -459,18 +652,32 @@ def _finetune_and_test(
 # --- the results ----------------------------------------------------------------------------------
 
 
-def _results_base(config, rows, pretrain_dir: Path, metric_names) -> dict[str, Any]:
+def _results_base(config, rows, metric_names) -> dict[str, Any]:
     """What results.json says besides the scores and timings: settings, tasks, pre-training."""
-    evals = [r for r in read_metrics(pretrain_dir / METRICS_FILE) if r["kind"] == "eval"]
     recipe = budget_recipe(config.budget_minutes * 60)
+    last_evals = {}
+    for arm in _pretrained_arms(config):
+        records = read_metrics(config.pretrain_dir(arm) / METRICS_FILE)
+        evals = [r for r in records if r["kind"] == "eval"]
+        last_evals[arm] = evals[-1] if evals else {}
+    single = config.arms == (GENERAL,)
     return {
         "config": {
             "lang": config.lang,
             "budget_minutes": config.budget_minutes,
-            "points": [point_name(p) for p in config.all_points()],
-            "point_minutes": list(config.all_points()),
+            "arms": list(config.arms),
+            "points": config.columns(),
+            "point_minutes": list(config.all_points()) if single else None,
             "seeds": list(config.seeds),
             "corpus": [str(p) for p in config.corpus_files()],
+            "in_domain_corpus": (
+                [str(p) for p in config.in_domain_files()] if config.needs_in_domain() else None
+            ),
+            "continue_minutes": (
+                config.continue_minutes or config.budget_minutes
+                if CONTINUED in config.arms
+                else None
+            ),
             "finetune_learning_rate": config.learning_rate,
             "finetune_dropout": config.finetune_dropout,
             "model_size": config.shape(),
@@ -484,5 +691,5 @@ def _results_base(config, rows, pretrain_dir: Path, metric_names) -> dict[str, A
         },
         "tasks": {row.name: row.to_json() for row in rows},
         "metrics": metric_names,
-        "pretraining_last_eval": evals[-1] if evals else {},
+        "pretraining_last_eval": last_evals[GENERAL] if single else last_evals,
     }

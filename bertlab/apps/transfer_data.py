@@ -87,6 +87,9 @@ ROWS = {
         TransferTask("resume-ner", "resume-ner"),
     ),
 }
+# Text of the tasks' own kind (the in-domain arms), relative to the data directory: the IMDB
+# movie reviews for SST-2's movie-review sentences (another site than SST-2's Rotten Tomatoes).
+IN_DOMAIN_CORPORA = {"en": ("corpus_reviews_en/imdb_reviews.txt.gz",), "zh": ()}
 # The pre-training corpora of each language, relative to the data directory.
 CORPORA = {
     "en": ("corpus_en/enwiki_sample_2014.txt.gz", "corpus_en/enwiki_sample_2021.txt.gz"),

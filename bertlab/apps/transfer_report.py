@@ -24,13 +24,20 @@ def write_results(out: Path, results: dict[str, Any]) -> None:
 
 
 def results_table(results: dict[str, Any]) -> list[str]:
-    """Median (min-max) per task and point; a verdict of the full budget against scratch."""
+    """Median (min-max) per task and column; a verdict of each pre-trained column against
+    scratch: the whole budget for the points of one run, every arm side by side."""
     points = results["config"]["points"]
-    budget = points[-1]
+    if results["config"].get("point_minutes") is None:  # arms: each arm's whole budget
+        judged = [point for point in points[1:] if not point.endswith("min")]
+    else:
+        judged = points[-1:]
+    question = (
+        f"{judged[0]} beats scratch by more than the spread?"
+        if len(judged) == 1
+        else "beats scratch by more than the spread?"
+    )
     lines = [
-        "| task (metric) | "
-        + " | ".join(points)
-        + f" | {budget} beats scratch by more than the spread? |",
+        "| task (metric) | " + " | ".join(points) + f" | {question} |",
         "|---|" + "---:|" * len(points) + "---|",
     ]
     for name, by_point in results["scores"].items():
@@ -38,10 +45,15 @@ def results_table(results: dict[str, Any]) -> list[str]:
         for point in points:
             values = by_point.get(point)
             cells.append(summary(values) if values else "–")
-        done = "scratch" in by_point and budget in by_point
-        answer = verdict(by_point["scratch"], by_point[budget]) if done else "–"
+        answers = []
+        for point in judged:
+            done = "scratch" in by_point and point in by_point
+            answer = verdict(by_point["scratch"], by_point[point]) if done else "–"
+            answers.append(answer if len(judged) == 1 else f"{point}: {answer}")
         lines.append(
-            f"| {name} ({results['metrics'][name]}) | " + " | ".join(cells) + f" | {answer} |"
+            f"| {name} ({results['metrics'][name]}) | "
+            + " | ".join(cells)
+            + f" | {'; '.join(answers)} |"
         )
     return lines
 
@@ -55,7 +67,8 @@ def verdict(scratch: Sequence[float], pretrained: Sequence[float]) -> str:
 
 
 def plot_transfer(results: dict[str, Any], path: Path) -> Path:
-    """Downstream score against pre-training minutes, one panel per task (median, min-max)."""
+    """Downstream score per task (median, min-max): against pre-training minutes for the points
+    of one run, as bars per column for arms side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,27 +78,32 @@ def plot_transfer(results: dict[str, Any], path: Path) -> Path:
     columns = min(4, len(names))
     rows = math.ceil(len(names) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.8 * rows), squeeze=False)
-    minutes = results["config"]["point_minutes"]
+    minutes = results["config"].get("point_minutes")
     points = results["config"]["points"]
     for axis, name in zip(axes.flat, names, strict=False):
         by_point = results["scores"][name]
-        done = [
-            (m, scored(by_point[p])) for m, p in zip(minutes, points, strict=True) if p in by_point
-        ]
-        medians = [statistics.median(v) for _, v in done]
-        low = [m - min(v) for m, (_, v) in zip(medians, done, strict=True)]
-        high = [max(v) - m for m, (_, v) in zip(medians, done, strict=True)]
-        axis.errorbar([m for m, _ in done], medians, yerr=[low, high], marker="o", capsize=3)
+        done = [(index, p, scored(by_point[p])) for index, p in enumerate(points) if p in by_point]
+        medians = [statistics.median(v) for _, _, v in done]
+        low = [m - min(v) for m, (_, _, v) in zip(medians, done, strict=True)]
+        high = [max(v) - m for m, (_, _, v) in zip(medians, done, strict=True)]
+        if minutes is None:
+            positions = [index for index, _, _ in done]
+            axis.bar(positions, medians, yerr=[low, high], capsize=3, alpha=0.75)
+            axis.set_xticks(range(len(points)), points, rotation=45, ha="right", fontsize=7)
+            bottom = min(min(v) for _, _, v in done) if done else 0.0
+            axis.set_ylim(max(0.0, bottom - 0.05), None)
+        else:
+            xs = [minutes[index] for index, _, _ in done]
+            axis.errorbar(xs, medians, yerr=[low, high], marker="o", capsize=3)
+            axis.set_xlabel("pre-training minutes")
         axis.set_title(name, fontsize=10)
-        axis.set_xlabel("pre-training minutes")
         axis.set_ylabel(results["metrics"][name], fontsize=8)
         axis.grid(alpha=0.3)
     for axis in list(axes.flat)[len(names) :]:
         axis.axis("off")
     seeds = len(results["config"]["seeds"])
-    figure.suptitle(
-        f"fine-tuned test score vs pre-training time (median, min-max of {seeds} seeds)"
-    )
+    what = "pre-training time" if minutes is not None else "pre-training corpus"
+    figure.suptitle(f"fine-tuned test score vs {what} (median, min-max of {seeds} seeds)")
     figure.tight_layout()
     with atomic_file(path) as temporary:
         figure.savefig(temporary, dpi=FIGURE_DPI)

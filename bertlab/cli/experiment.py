@@ -9,7 +9,7 @@ from bertlab.cli.pretrain import BUDGET_DOCS, parse_duration
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.apps.transfer import PRETRAIN_OBJECTIVES, TransferConfig
+    from bertlab.apps.transfer import ARMS, PRETRAIN_OBJECTIVES, TransferConfig
     from bertlab.apps.transfer_data import ROWS
     from bertlab.config import PRESETS
     from bertlab.training.budget import (
@@ -50,9 +50,9 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     add(
         "--points",
-        default=",".join(f"{p:g}" for p in defaults.points),
         help="minutes of pre-training to fine-tune from, besides 0 and the budget (default: "
-        "%(default)s; empty: none)",
+        f"{','.join(f'{p:g}' for p in defaults.points)} with the general arm alone, else none; "
+        "empty: none)",
     )
     add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
     add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
@@ -117,6 +117,27 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="share of tokens masked while pre-training (default: the budget recipe's, "
         f"{BudgetRecipe.mlm_probability:g}; {BUDGET_DOCS})",
     )
+    add(
+        "--arms",
+        default=",".join(defaults.arms),
+        help="columns besides scratch, comma-separated, each a pre-training corpus at the whole "
+        "budget: general (the language's general corpus), in-domain (text of the tasks' kind: "
+        "--in-domain-corpus), mixed (both), continued (the general model pre-trained further on "
+        "the in-domain text for --continue-minutes), word-vectors (word2vec vectors of the "
+        f"in-domain text as the embeddings of a random encoder); any of {', '.join(ARMS)} "
+        "(default: %(default)s, with --points)",
+    )
+    add(
+        "--in-domain-corpus",
+        nargs="+",
+        help="in-domain corpus files (default for en: corpus_reviews_en/imdb_reviews.txt.gz "
+        "under --data, the IMDB movie reviews)",
+    )
+    add(
+        "--continue-minutes",
+        type=float,
+        help="minutes of in-domain pre-training for the continued arm (default: the budget)",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
 
@@ -128,17 +149,27 @@ def _numbers(text: str, flag: str, kind=float) -> tuple:
         raise CommandError(f"{flag} must be numbers separated by commas: {text}") from error
 
 
+def _points(args: argparse.Namespace, arms: tuple[str, ...]) -> tuple:
+    """--points, else the default points of one general run, else none (arms side by side)."""
+    from bertlab.apps.transfer import GENERAL, TransferConfig
+
+    if args.points is not None:
+        return _numbers(args.points, "--points")
+    return TransferConfig.points if arms == (GENERAL,) else ()
+
+
 def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertlab.apps.transfer import TransferConfig, run_transfer
 
+    arms = tuple(arm.strip() for arm in args.arms.split(",") if arm.strip())
     config = TransferConfig(
         data_dir=Path(args.data),
         out=Path(args.out),
         lang=args.lang,
         budget_minutes=args.budget / 60,
-        points=_numbers(args.points, "--points"),
+        points=_points(args, arms),
         seeds=_numbers(args.seeds, "--seeds", int),
         tasks=tuple(t.strip() for t in args.tasks.split(",")) if args.tasks else None,
         corpus=tuple(args.corpus) if args.corpus else None,
@@ -150,6 +181,9 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         task_text_repeats=args.task_text,
         pretrain_objective=args.pretrain_objective,
         pretrain_mlm_probability=args.pretrain_mlm_probability,
+        arms=arms,
+        in_domain_corpus=tuple(args.in_domain_corpus) if args.in_domain_corpus else None,
+        continue_minutes=args.continue_minutes,
     )
     run_transfer(config, show_progress=not args.no_progress)
     return 0

@@ -18,7 +18,7 @@ from bertlab.apps.flows import TEST_FILE, summary
 from bertlab.apps.transfer import (
     TransferConfig,
     _point_models,
-    _scratch_twin,
+    _twin,
     experiment_settings,
     prepare_task_text,
 )
@@ -317,7 +317,7 @@ def test_finetune_dropout_reaches_every_model_and_leaves_the_pretrained_one(tmp_
     Tokenizer.from_pretrained(_vocab_file(tmp_path, vocab)).save_pretrained(final)
     config = TransferConfig(tmp_path, tmp_path / "out", points=(), finetune_dropout=0.0)
     models = _point_models(config, final.parent, say=lambda line: None)
-    random_encoder = _scratch_twin(config, models[0], 1)
+    random_encoder = _twin(config, models[0], 1)
     for directory in (models[60.0], random_encoder):
         found = BertConfig.from_json_file(directory / "config.json")
         assert found.hidden_dropout_prob == found.attention_probs_dropout_prob == 0.0
@@ -330,3 +330,84 @@ def _vocab_file(directory: Path, pieces: list[str]) -> Path:
     path = directory / "vocab.txt"
     path.write_text("\n".join(pieces) + "\n", encoding="utf-8")
     return path
+
+
+def _in_domain_corpus(directory: Path) -> Path:
+    """SST-2's sentences grouped into documents: text of the task's own kind."""
+    sentences = [
+        line.split("\t")[0]
+        for line in (DEMO_DATA / "sst2_train.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    ]
+    documents = ["\n".join(sentences[i : i + 8]) for i in range(0, len(sentences), 8)]
+    path = directory / "reviews.txt"
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return path
+
+
+def test_arms_put_corpora_side_by_side_and_are_refused_when_inconsistent(tmp_path) -> None:
+    data = tmp_path
+    with pytest.raises(ValueError, match="continues the general one"):
+        TransferConfig(data, tmp_path / "o", arms=("in-domain", "continued"), points=())
+    with pytest.raises(ValueError, match="arms need a pre-trained arm"):
+        TransferConfig(data, tmp_path / "o", arms=("word-vectors",), points=())
+    with pytest.raises(ValueError, match="distinct names of general"):
+        TransferConfig(data, tmp_path / "o", arms=("general", "books"), points=())
+    with pytest.raises(ValueError, match="no in-domain corpus for zh"):
+        TransferConfig(data, tmp_path / "o", lang="zh", arms=("in-domain",), points=())
+    config = TransferConfig(
+        data, tmp_path / "o", arms=("general", "continued"), points=(30.0,), continue_minutes=20.0
+    )
+    assert config.columns() == ["scratch", "general 30min", "general", "continued"]
+    continued = config.pretrain_run(arm="continued")
+    assert continued.init_from == tmp_path / "o" / "pretrain" / "final"
+    assert continued.corpus == tuple(config.in_domain_files())
+    assert (continued.budget, continued.pretrain_dropout(), continued.final_dropout()) == (
+        1200.0,
+        0.0,
+        0.1,
+    )
+    assert config.in_domain_files() == [data / "corpus_reviews_en" / "imdb_reviews.txt.gz"]
+    settings = experiment_settings(config)
+    assert settings["continue_minutes"] == 20.0 and "in_domain_corpus" in settings
+    assert "in_domain_corpus" not in experiment_settings(TransferConfig(data, tmp_path / "o"))
+
+
+@pytest.mark.slow
+def test_transfer_with_arms_fine_tunes_every_corpus_and_the_word_vector_twin(tmp_path) -> None:
+    data = _data_dir(tmp_path / "data")
+    reviews = _in_domain_corpus(tmp_path)
+    out = tmp_path / "experiment"
+    argv = [
+        "experiment", "transfer", "--data", str(data), "--out", str(out), "--budget", "8s",
+        "--arms", "general,in-domain,continued,word-vectors", "--in-domain-corpus", str(reviews),
+        "--continue-minutes", "0.1", "--points", "0.06", "--tasks", "sst2", "--seeds", "1",
+        "--no-progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    columns = ["scratch", "general 0.06min", "general", "in-domain 0.06min", "in-domain",
+               "continued", "word-vectors"]  # fmt: skip
+    assert results["config"]["points"] == columns
+    assert set(results["scores"]["sst2"]) == set(columns)
+    assert set(results["pretraining_last_eval"]) == {"general", "in-domain", "continued"}
+    table = (out / "table.md").read_text()
+    assert all(f"{arm}: " in table for arm in ("general", "in-domain", "continued", "word-vectors"))
+    # The continued run starts from the general model and reads the in-domain text.
+    general = load_file(out / "pretrain" / "final" / "model.safetensors")
+    continued = load_file(out / "pretrain-continued" / "final" / "model.safetensors")
+    assert general.keys() == continued.keys()
+    key = "bert.embeddings.word_embeddings.weight"
+    assert not torch.equal(general[key], continued[key])
+    assert BertConfig.from_json_file(out / "pretrain-continued" / "final" / "config.json")\
+        .hidden_dropout_prob == 0.1  # fmt: skip
+    # The word-vector twin has the scratch twin's encoder and the vectors in its embeddings.
+    scratch = load_file(out / "points" / "scratch-seed-1" / "model.safetensors")
+    warm = load_file(out / "points" / "word-vectors-seed-1" / "model.safetensors")
+    assert torch.equal(scratch["encoder.layer.0.output.dense.weight"],
+                       warm["encoder.layer.0.output.dense.weight"])  # fmt: skip
+    assert not torch.equal(scratch["embeddings.word_embeddings.weight"],
+                           warm["embeddings.word_embeddings.weight"])  # fmt: skip
+    # Run again: nothing is trained again.
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)}
+    assert main(argv) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps

@@ -1,0 +1,167 @@
+"""Static word vectors (word2vec) over a tokenized corpus, and a model warm-started from them.
+
+The pre-2018 recipe for transfer: train skip-gram (or CBOW) vectors on unlabeled text (Mikolov
+et al. 2013, with gensim), then start a task model's embedding matrix from them and train the
+rest from scratch. Here the "words" are the WordPiece pieces of the model's own vocabulary, read
+from the same tokenized corpus that pre-training reads, so a piece's row of the embedding matrix
+is that piece's vector.
+
+Scale: a vector's coordinates are in gensim's units (a standard deviation of about 0.1 to 0.5),
+the rest of a BERT starts at `initializer_range` (0.02). `embedding_rows` multiplies every vector
+by one factor, `initializer_range / std(all vectors)`, so the warm-started rows have the
+standard deviation of BERT's random rows and keep their directions and relative lengths; pieces
+without a vector (the special tokens, pieces the corpus never uses) keep their random rows.
+"""
+
+# Shapes: V vocab, H hidden_size.
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gensim.models import Word2Vec
+from gensim.models.keyedvectors import KeyedVectors
+
+from bertlab.atomic import atomic_file
+from bertlab.data.corpus_format import TokenizedCorpus
+
+logger = logging.getLogger(__name__)
+
+METHODS = {"skip-gram": 1, "cbow": 0}  # gensim's `sg` flag
+VECTORS_FILE = "word_vectors.bin"  # word2vec's binary format: no pickle
+
+
+@dataclass(frozen=True)
+class WordVectorConfig:
+    """How the vectors are trained. Defaults are word2vec's (Mikolov et al. 2013; the C tool's
+    skip-gram settings, which gensim also uses), except `min_count`: every piece of the
+    vocabulary that occurs gets a vector."""
+
+    vector_size: int = 128  # the model's hidden_size, so a vector is an embedding row
+    method: str = "skip-gram"  # or "cbow"
+    window: int = 5  # word2vec: context words on each side
+    negative: int = 5  # word2vec: negative samples per positive pair
+    sample: float = 1e-3  # word2vec: down-sampling threshold of frequent words
+    epochs: int = 5  # word2vec: passes over the corpus
+    min_count: int = 1  # keep every piece that occurs
+    seed: int = 0
+    workers: int = 0  # threads; 0: one per available core (gensim is only repeatable with 1)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose one of {list(METHODS)}")
+        for name in ("vector_size", "window", "epochs", "min_count"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"WordVectorConfig.{name} must be positive")
+        if self.negative < 0 or self.workers < 0 or not 0 <= self.sample < 1:
+            raise ValueError("need negative >= 0, workers >= 0 and sample in [0, 1)")
+
+
+class _Sentences:
+    """The corpus's sentences as lists of piece ids (strings), re-iterable for every epoch."""
+
+    def __init__(self, corpus: TokenizedCorpus, documents: tuple[int, int]) -> None:
+        first, last = documents
+        start = int(corpus.document_offsets[first])
+        end = int(corpus.document_offsets[last])
+        self.token_ids = corpus.token_ids
+        self.bounds = np.asarray(corpus.sentence_offsets[start : end + 1], dtype=np.int64)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        for begin, end in zip(self.bounds[:-1], self.bounds[1:], strict=True):
+            if end > begin:
+                yield [str(piece) for piece in self.token_ids[begin:end].tolist()]
+
+
+def train_word_vectors(
+    corpus: TokenizedCorpus, config: WordVectorConfig, documents: tuple[int, int] | None = None
+) -> KeyedVectors:
+    """Train piece vectors on the corpus's sentences; keys are piece ids as strings.
+
+    Args:
+        corpus: a tokenized corpus (`bertlab.data.corpus.build_corpus`).
+        config: the word2vec settings.
+        documents: (first, end) documents to read; all when None (pre-training holds out the
+            corpus's last documents: pass its training range to leave them unseen).
+
+    Raises:
+        ValueError: the documents hold no sentence.
+    """
+    sentences = _Sentences(corpus, documents or (0, corpus.num_documents))
+    if len(sentences.bounds) < 2:
+        raise ValueError("no sentences to train word vectors on")
+    workers = config.workers or len(os.sched_getaffinity(0))
+    model = Word2Vec(
+        sentences=sentences,
+        vector_size=config.vector_size,
+        sg=METHODS[config.method],
+        window=config.window,
+        negative=config.negative,
+        sample=config.sample,
+        epochs=config.epochs,
+        min_count=config.min_count,
+        seed=config.seed,
+        workers=workers,
+    )
+    logger.info(
+        "word vectors: %d pieces x %d, %d epochs over %d sentences",
+        len(model.wv),
+        config.vector_size,
+        config.epochs,
+        len(sentences.bounds) - 1,
+    )
+    return model.wv
+
+
+def save_vectors(vectors: KeyedVectors, path: str | os.PathLike) -> None:
+    """Write the vectors in word2vec's binary format, atomically (never a pickle)."""
+    with atomic_file(path) as temporary:
+        vectors.save_word2vec_format(str(temporary), binary=True)
+
+
+def load_vectors(path: str | os.PathLike) -> KeyedVectors:
+    """Vectors written by `save_vectors`."""
+    return KeyedVectors.load_word2vec_format(str(path), binary=True)
+
+
+def embedding_rows(
+    vectors: KeyedVectors, embeddings: torch.Tensor, std: float
+) -> tuple[torch.Tensor, int]:
+    """The embedding matrix with every piece that has a vector replaced by it, rescaled.
+
+    Args:
+        vectors: from `train_word_vectors` (keys: piece ids as strings).
+        embeddings: (V, H) the model's current (random) rows, kept for pieces without a vector.
+        std: the standard deviation the vectors are rescaled to (`initializer_range`).
+
+    Returns:
+        ((V, H) float32 rows, number of pieces that took a vector).
+
+    Raises:
+        ValueError: the vectors' size is not the embeddings' H, or a key is not a piece id.
+    """
+    num_pieces, hidden = embeddings.shape
+    if vectors.vector_size != hidden:
+        raise ValueError(f"vectors of size {vectors.vector_size} for embeddings of size {hidden}")
+    ids = [int(key) for key in vectors.index_to_key]
+    if any(not 0 <= index < num_pieces for index in ids):
+        raise ValueError(f"a vector's piece id lies outside the vocabulary of {num_pieces}")
+    values = np.asarray(vectors.vectors, dtype=np.float32)  # (pieces, H)
+    scale = std / float(values.std())  # over every coordinate of every vector
+    matrix = torch.from_numpy(values.copy())
+    rows = embeddings.detach().clone().float()  # (V, H)
+    rows[torch.tensor(ids, dtype=torch.int64)] = matrix * scale
+    return rows, len(ids)
+
+
+def warm_start(embeddings: torch.nn.Embedding, vectors: KeyedVectors, std: float) -> int:
+    """Copy `embedding_rows` into a model's word embeddings; return the pieces warm-started."""
+    rows, count = embedding_rows(vectors, embeddings.weight, std)
+    with torch.no_grad():
+        embeddings.weight.copy_(rows)
+    return count

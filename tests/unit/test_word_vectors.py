@@ -1,0 +1,79 @@
+"""Static word vectors over the tokenized corpus, and the warm start of an embedding matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertlab.config import BertConfig
+from bertlab.data.corpus import build_corpus
+from bertlab.modeling import BertModel
+from bertlab.tokenization import Tokenizer
+from bertlab.training.word_vectors import (
+    WordVectorConfig,
+    embedding_rows,
+    train_word_vectors,
+    warm_start,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(pretrain_files, tmp_path_factory):
+    vocab, text = pretrain_files
+    tokenizer = Tokenizer.from_pretrained(vocab)
+    directory = tmp_path_factory.mktemp("word_vectors") / "corpus"
+    return tokenizer, build_corpus([text], tokenizer, directory, "en", False, num_workers=0)
+
+
+def test_every_piece_of_the_corpus_gets_a_vector_keyed_by_its_id(corpus) -> None:
+    tokenizer, tokenized = corpus
+    vectors = train_word_vectors(tokenized, WordVectorConfig(vector_size=16, epochs=2, workers=1))
+    used = {str(piece) for piece in np.unique(np.asarray(tokenized.token_ids))}
+    assert set(vectors.index_to_key) == used
+    assert vectors.vector_size == 16
+    # Documents can be left out (pre-training holds the last ones out): fewer sentences read.
+    few = train_word_vectors(tokenized, WordVectorConfig(vector_size=16, workers=1), (0, 2))
+    assert len(few) < len(vectors)
+
+
+def test_the_same_seed_and_one_thread_give_the_same_vectors(corpus) -> None:
+    _, tokenized = corpus
+    config = WordVectorConfig(vector_size=8, epochs=1, workers=1, seed=3)
+    first, second = train_word_vectors(tokenized, config), train_word_vectors(tokenized, config)
+    np.testing.assert_array_equal(first.vectors, second.vectors)
+
+
+def test_warm_started_rows_are_the_vectors_rescaled_to_the_init_std(corpus) -> None:
+    tokenizer, tokenized = corpus
+    config = BertConfig.from_preset(
+        "tiny", vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
+    )
+    vectors = train_word_vectors(tokenized, WordVectorConfig(vector_size=128, workers=1))
+    model = BertModel(config)
+    before = model.embeddings.word_embeddings.weight.detach().clone()
+    count = warm_start(model.embeddings.word_embeddings, vectors, config.initializer_range)
+    rows = model.embeddings.word_embeddings.weight.detach()
+    assert count == len(vectors)
+    scale = config.initializer_range / float(np.asarray(vectors.vectors).std())
+    for key in vectors.index_to_key:  # each piece's row is its vector times one scale
+        expected = torch.from_numpy(vectors[key].copy()) * scale
+        torch.testing.assert_close(rows[int(key)], expected, rtol=1e-6, atol=1e-7)
+    warm = torch.tensor([int(key) for key in vectors.index_to_key])
+    assert abs(float(rows[warm].std()) - config.initializer_range) < 1e-4
+    kept = [i for i in range(config.vocab_size) if str(i) not in vectors.key_to_index]
+    assert kept and torch.equal(rows[kept], before[kept])  # special tokens and unused pieces
+
+
+def test_vectors_of_another_size_are_refused(corpus) -> None:
+    _, tokenized = corpus
+    vectors = train_word_vectors(tokenized, WordVectorConfig(vector_size=8, epochs=1, workers=1))
+    with pytest.raises(ValueError, match="vectors of size 8 for embeddings of size 16"):
+        embedding_rows(vectors, torch.zeros(200, 16), 0.02)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown method 'glove'"):
+        WordVectorConfig(method="glove")
+    with pytest.raises(ValueError, match="epochs must be positive"):
+        WordVectorConfig(epochs=0)
