@@ -11,11 +11,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, compare, read_test, seed_dir
+from bertlab.apps.flows import RESULTS_FILE, read_test, seed_dir
 from bertlab.atomic import atomic_file, write_text
 from bertlab.training.metrics_log import METRICS_FILE, plot_curves, read_metrics
 
 FIGURE_DPI = 110
+COLORS = {"pre-trained": "tab:blue", "word vectors": "tab:green", "from scratch": "tab:orange"}
 PRETRAIN_PANELS = (
     ("mlm_loss", "loss (nats per masked token)", "masked-LM loss"),
     ("mlm_accuracy", "accuracy (share of masked tokens)", "masked-LM accuracy"),
@@ -40,9 +41,10 @@ def write_report(out: Path) -> Path:
     _plot_comparison(result, out / "comparison.png")
     recipe = result["recipe"]
     pretrain = result["pretrain"]
+    vectors = result["word_vectors"]
     first, last = pretrain.get("first_eval", {}), pretrain.get("eval", {})
     lines = [
-        f"# bertlab demo ({recipe['lang']})",
+        f"# bertlab demo ({recipe['lang']}): pre-training on text of the task's own kind",
         "",
         f"Total time {result['timings']['total'] / 60:.1f} min: "
         + ", ".join(f"{k} {v:.0f} s" for k, v in result["timings"].items() if k != "total")
@@ -50,13 +52,14 @@ def write_report(out: Path) -> Path:
         "",
         "## 1. Vocabulary",
         "",
-        f"A {recipe['vocab_size']:,}-piece WordPiece vocabulary trained on `{recipe['corpus']}`.",
+        f"A {recipe['vocab_size']:,}-piece WordPiece vocabulary trained on `{recipe['corpus']}` "
+        "(unlabeled text of the kind the task is about).",
         f"`{recipe['example_sentence']}` becomes `{' '.join(result['tokenization'])}`.",
         "",
         "## 2. Pre-training",
         "",
-        f"{pretrain['steps']} steps, {pretrain['tokens']:,} tokens in "
-        f"{pretrain['seconds'] / 60:.1f} min (MLM + NSP). Held-out masked-LM accuracy "
+        f"{pretrain['recipe']}: {pretrain['steps']} steps, {pretrain['tokens']:,} tokens in "
+        f"{pretrain['seconds'] / 60:.1f} min. Held-out masked-LM accuracy "
         f"{first.get('mlm_accuracy', float('nan')):.1%} at the first evaluation, "
         f"{last.get('mlm_accuracy', float('nan')):.1%} at the end; loss "
         f"{first.get('mlm_loss', float('nan')):.2f} -> {last.get('mlm_loss', float('nan')):.2f}.",
@@ -71,22 +74,35 @@ def write_report(out: Path) -> Path:
         lines.append(f"- `{item['sentence']}`: {shown}")
     lines += [
         "",
-        f"## 4. Fine-tuning on {recipe['task']}: does pre-training transfer?",
+        "## 4. Word vectors of the same text",
         "",
-        "Both models have the same shape and the same fine-tuning budget "
+        f"word2vec ({vectors['method']}, {vectors['vector_size']} dimensions, "
+        f"{vectors['epochs']} epochs) over the same pieces, {vectors['pieces']:,} of them, in "
+        f"{vectors['seconds']:.0f} s. Nearest pieces by cosine similarity:",
+        "",
+    ]
+    for word, near in vectors["neighbours"].items():
+        lines.append(f"- `{word}`: " + ", ".join(f"`{t}` {score:.2f}" for t, score in near))
+    lines += [
+        "",
+        f"## 5. Fine-tuning on {recipe['task']}: does pre-training transfer?",
+        "",
+        "Three models of one shape, each fine-tuned with the same budget "
         f"({recipe['finetune_epochs']} epochs, learning rate "
-        f"{recipe['finetune_learning_rate']:g}, batch {recipe['finetune_batch_size']}); the best "
-        "epoch is picked on a dev split of the "
-        "training sentences and scored once on the held-out test slice.",
+        f"{recipe['finetune_learning_rate']:g}, batch {recipe['finetune_batch_size']}) and the "
+        "same seeds: the pre-trained BERT; a random encoder whose embedding matrix starts from "
+        "the word vectors; a random encoder from scratch. Both random encoders of a seed are the "
+        "same but for the embeddings. The best epoch is picked on a dev split of the training "
+        "sentences and scored once on the held-out test slice.",
         *results_table(result),
         "",
-        _verdict(result),
+        *_verdicts(result),
         "",
         "![fine-tuning curves](finetuning.png)",
         "",
         "![test accuracy](comparison.png)",
         "",
-        "## 5. Attention",
+        "## 6. Attention",
         "",
         "![attention map](attention.png)",
         "",
@@ -98,6 +114,11 @@ def write_report(out: Path) -> Path:
         "",
     ]
     return write_text(out / "report.md", "\n".join(lines))
+
+
+def run_name(model: str) -> str:
+    """The folder of a model's fine-tuning runs: "from scratch" -> "from-scratch"."""
+    return model.replace(" ", "-")
 
 
 def results_table(result: dict[str, Any]) -> list[str]:
@@ -115,24 +136,35 @@ def results_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _verdict(result: dict[str, Any]) -> str:
-    """What the numbers show, no more: the gap of the medians against the seeds' spread."""
-    comparison = compare(result["scores"]["from scratch"], result["scores"]["pre-trained"])
-    gap, spread = comparison.margin, comparison.spread
-    if comparison.wins:
-        return (
-            f"Pre-training helped: the median is {gap:.1%} higher, more than the spread between "
-            f"seeds ({spread:.1%})."
+def _verdicts(result: dict[str, Any]) -> list[str]:
+    """What the numbers show, no more: per model, the medians' gap against the seeds' spread
+    (the rule), and the paired seeds with the exact sign test beside it."""
+    lines = []
+    for name, found in result["comparisons"].items():
+        gap, spread = 100 * found["margin"], 100 * found["spread"]  # percentage points
+        paired = (
+            f"paired by seed it is ahead in {found['paired_wins']} of {len(result['seeds'])} "
+            f"(sign test p = {found['sign_test_p']:.3f})"
         )
-    if gap > 0:
-        return (
-            f"The pre-trained model's median is {gap:.1%} higher, but that is within the spread "
-            f"between seeds ({spread:.1%}): at this budget the gain is not clearly established."
-        )
-    return (
-        f"Pre-training did not help at this budget: the median is {-gap:.1%} lower or equal "
-        f"(seed spread {spread:.1%}). A few CPU-minutes are not much pre-training; try --minutes."
-    )
+        if found["beats_scratch"]:
+            verdict = (
+                f"**{name}** beats scratch: its median is {gap:.1f} points higher, more than the "
+                f"spread between seeds ({spread:.1f}); {paired}."
+            )
+        elif gap > 0:
+            verdict = (
+                f"**{name}**: the median is {gap:.1f} points higher, but that is within the "
+                f"spread between seeds ({spread:.1f}), so no gain is established; {paired}."
+            )
+        elif gap == 0:
+            verdict = f"**{name}** does not beat scratch: the medians are equal; {paired}."
+        else:
+            verdict = (
+                f"**{name}** does not beat scratch at this budget: its median is {-gap:.1f} "
+                f"points lower (seed spread {spread:.1f}); {paired}."
+            )
+        lines += [f"- {verdict}"]
+    return lines
 
 
 def _plot_finetuning(result: dict[str, Any], path: Path) -> None:
@@ -142,10 +174,10 @@ def _plot_finetuning(result: dict[str, Any], path: Path) -> None:
     from matplotlib import pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    colors = {"pre-trained": "tab:blue", "from scratch": "tab:orange"}
-    for name, color in colors.items():
+    for name in result["scores"]:
+        color = COLORS[name]
         for number, seed in enumerate(result["seeds"]):
-            run_dir = seed_dir(path.parent / "finetune", name.replace(" ", "-"), seed)
+            run_dir = seed_dir(path.parent / "finetune", run_name(name), seed)
             records = read_metrics(run_dir / METRICS_FILE)
             train = [r for r in records if r["kind"] == "train"]
             evals = [r for r in records if r["kind"] == "eval"]
@@ -190,14 +222,13 @@ def _plot_comparison(result: dict[str, Any], path: Path) -> None:
     for index, name in enumerate(names):
         runs = path.parent / "finetune"
         values = [
-            read_test(seed_dir(runs, name.replace(" ", "-"), seed))[metric]
-            for seed in result["seeds"]
+            read_test(seed_dir(runs, run_name(name), seed))[metric] for seed in result["seeds"]
         ]
         median = statistics.median(values)
         axis.bar(
             index,
             median,
-            color=["tab:blue", "tab:orange"][index],
+            color=COLORS[name],
             alpha=0.7,
             yerr=[[median - min(values)], [max(values) - median]],
             capsize=6,

@@ -12,11 +12,16 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "demo",
-        help="BERT's story in minutes: vocabulary, pre-training, fill-mask, transfer, attention",
-        description="On data shipped with bertlab: train a WordPiece vocabulary on a Wikipedia "
-        "slice, pre-train a small BERT (MLM + NSP) for --minutes, fill in masked words, "
-        "fine-tune it and a from-scratch model of the same size on a few sentiment labels "
-        "(several seeds), and draw an attention map. Writes OUT/report.md with figures.",
+        help="pre-training on your kind of text, in minutes: vocabulary, pre-training, "
+        "fill-mask, word vectors, transfer against scratch, attention",
+        description="On data shipped with bertlab: train a WordPiece vocabulary on unlabeled "
+        "reviews (movie reviews in English; hotel, laptop and book reviews with --lang zh), "
+        "pre-train a small BERT on them for --minutes (the budget recipe: packed masked LM), "
+        "fill in masked words, train word2vec vectors of the same text, fine-tune three models "
+        "of one shape on a few labelled sentiment sentences (the pre-trained BERT, a random "
+        "encoder with the word vectors as embeddings, and one from scratch; several seeds "
+        "each) and draw an attention map. Writes OUT/report.md with figures and "
+        "OUT/results.json.",
     )
     parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"(default: {DEFAULT_OUT})")
     parser.add_argument(
