@@ -193,14 +193,15 @@ def _split_chunk(
 
 def _nsp_instances(
     documents: Sequence[Sequence[Sequence[int]]],
+    document: Sequence[Sequence[int]],
     doc_index: int,
     target_seq_length: int,
     max_num_tokens: int,
     random_next_prob: float,
     rng: random.Random,
 ) -> list[tuple[list, tuple[int, list], bool, tuple[int, int, int, int]]]:
-    """Google's loop; returns (A spans, (doc, B spans), is_random_next, truncation counts)."""
-    document = documents[doc_index]
+    """Google's loop over `document` (`documents[doc_index]`); returns (A spans, (doc, B spans),
+    is_random_next, truncation counts)."""
     plans = []
     chunk: list[int] = []  # sentence indices
     current_length = 0
@@ -327,23 +328,31 @@ def create_instances_from_document(
     if rng.random() < short_seq_prob:
         target_seq_length = rng.randint(MIN_SHORT_TARGET_LENGTH, max_num_tokens)
 
+    # The document is fetched once: a corpus view builds a document's list of sentences on each
+    # access, so fetching it per instance would cost the square of a long document's length.
+    own = (documents[doc_index], None if word_starts is None else word_starts[doc_index])
+
     def materialize(source_index: int, spans: list, front: int, back: int) -> tuple[list, list]:
-        tokens = _cut(_gather(documents[source_index], spans), front, back)
-        if word_starts is None:
+        sentences, starts = own
+        if source_index != doc_index:  # a random B: another document, fetched once per B
+            sentences = documents[source_index]
+            starts = None if word_starts is None else word_starts[source_index]
+        tokens = _cut(_gather(sentences, spans), front, back)
+        if starts is None:
             return tokens, None
-        return tokens, _cut(_gather(word_starts[source_index], spans), front, back)
+        return tokens, _cut(_gather(starts, spans), front, back)
 
     instances = []
     if use_nsp:
         plans = _nsp_instances(
-            documents, doc_index, target_seq_length, max_num_tokens, random_next_prob, rng
+            documents, own[0], doc_index, target_seq_length, max_num_tokens, random_next_prob, rng
         )
         for spans_a, (source_b, spans_b), is_random_next, counts in plans:
             tokens_a, starts_a = materialize(doc_index, spans_a, counts[0], counts[1])
             tokens_b, starts_b = materialize(source_b, spans_b, counts[2], counts[3])
             instances.append(Instance(tokens_a, tokens_b, is_random_next, starts_a, starts_b))
     else:
-        for spans in _segment_spans(documents[doc_index], doc_index, target_seq_length):
+        for spans in _segment_spans(own[0], doc_index, target_seq_length):
             tokens, starts = materialize(doc_index, spans, 0, 0)
             instances.append(Instance(tokens, [], None, starts, [] if starts is not None else None))
     return instances
@@ -374,11 +383,13 @@ def pack_documents(
         if position:
             tokens.append(separator)
             starts.append(True)
-        for index, sentence in enumerate(documents[doc_index]):
-            _check_sentence(documents[doc_index], doc_index, index)
+        document = documents[doc_index]  # once: see create_instances_from_document
+        document_starts = None if word_starts is None else word_starts[doc_index]
+        for index, sentence in enumerate(document):
+            _check_sentence(document, doc_index, index)
             tokens += _as_list(sentence)
-            if word_starts is not None:
-                starts += _as_list(word_starts[doc_index][index])
+            if document_starts is not None:
+                starts += _as_list(document_starts[index])
     return [
         Instance(
             tokens[start : start + length],

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import doctest
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -495,3 +497,36 @@ def test_packed_word_starts_run_parallel_to_the_tokens() -> None:
 def test_packing_is_refused_with_nsp() -> None:
     with pytest.raises(ValueError, match="pack_sequences needs objective mlm or clm"):
         PretrainDataConfig(objective="mlm+nsp", pack_sequences=True)
+
+
+class _CountingDocuments(Sequence):
+    """Documents that count how often each is fetched. A corpus view (`TokenizedCorpus.documents`)
+    builds a document's list of sentences on every fetch, so fetching per sentence or per
+    instance costs the square of a long document's length."""
+
+    def __init__(self, documents: list) -> None:
+        self.documents, self.fetches = documents, collections.Counter()
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __getitem__(self, index: int) -> list:
+        self.fetches[index] += 1
+        return self.documents[index]
+
+
+@pytest.mark.parametrize("objective", ["mlm+nsp", "mlm", "clm", "packed"])
+def test_a_long_document_is_fetched_once_per_pass(objective) -> None:
+    """A corpus without blank lines is one long document: building its instances must stay
+    linear in its length, so it is fetched once (random Bs fetch the other document)."""
+    long_document = [list(range(5 + i % 7, 15 + i % 7)) for i in range(3000)]
+    documents = _CountingDocuments([long_document, [[5, 6, 7], [8, 9]]])
+    starts = _CountingDocuments([[[True] * len(s) for s in d] for d in documents.documents])
+    if objective == "packed":
+        instances = pretraining.pack_documents(documents, [0], 128, SPECIAL.sep, starts)
+    else:
+        instances = create_instances_from_document(
+            documents, 0, 128, 0.1, random.Random(0), objective, word_starts=starts
+        )
+    assert len(instances) > 100
+    assert documents.fetches[0] == 1 and starts.fetches[0] == 1
