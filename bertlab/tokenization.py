@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import sys
 import unicodedata
@@ -37,8 +36,6 @@ from tokenizers.models import WordPiece
 from bertlab import hub
 from bertlab.atomic import atomic_files
 from bertlab.tokenization_fast import ChunkCache, encode_parallel
-
-logger = logging.getLogger(__name__)
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
@@ -226,7 +223,7 @@ def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: the file is empty or not UTF-8.
+        ValueError: the file is empty, not UTF-8, or repeats a piece (naming both lines).
     """
     path = Path(path)
     if not path.is_file():
@@ -236,12 +233,21 @@ def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
             lines = file.readlines()
     except UnicodeDecodeError as error:
         raise ValueError(f"vocabulary file {path} is not UTF-8: {error}") from error
-    # Reference `load_vocab`: strip the newline only; a repeated piece keeps its last line.
-    vocab = {line.rstrip("\n"): index for index, line in enumerate(lines)}
+    # Reference `load_vocab`: strip the newline only. The reference lets a repeated piece keep
+    # its last line, which leaves an id past the vocabulary's size (and the embedding matrix).
+    vocab: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        piece = line.rstrip("\n")
+        if piece in vocab and piece:
+            raise ValueError(
+                f"{path}:{index + 1}: the piece {piece!r} repeats line {vocab[piece] + 1}; "
+                "every piece of a vocabulary must be on one line only"
+            )
+        vocab[piece] = index
     if not vocab or vocab.keys() == {""}:
         raise ValueError(f"vocabulary file {path} is empty")
-    if len(vocab) != len(lines):
-        logger.warning("%s repeats %d pieces; the last line wins", path, len(lines) - len(vocab))
+    if len(vocab) != len(lines):  # blank lines: the reference maps "" to the last of them
+        raise ValueError(f"{path}: {len(lines) - len(vocab) + 1} blank lines; a piece per line")
     return vocab
 
 

@@ -287,8 +287,29 @@ def test_missing_column_names_file_line_and_columns(tmp_path):
 def test_short_row_names_its_line(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly a\n")
-    with pytest.raises(ValueError, match=r"train.tsv:3: 2 columns"):
+    with pytest.raises(ValueError, match=r"train.tsv:3: 2 fields where the header has 4"):
         read_glue("rte", path)
+
+
+def test_a_row_with_more_fields_than_the_header_names_its_line(tmp_path):
+    """A stray tab in a TSV text shifts the label: refused, not read as the header says."""
+    path = tmp_path / "train.tsv"
+    path.write_text("sentence\tlabel\nfine\t1\na tab\there\t0\n")
+    with pytest.raises(ValueError, match=r"train.tsv:3: 3 fields where the header has 2"):
+        read_glue("sst2", path)
+    no_header = tmp_path / "cola.tsv"
+    no_header.write_text("src\t1\t\tgood\nsrc\t0\t*\tbad\textra\n")
+    with pytest.raises(ValueError, match=r"cola.tsv:2: 5 fields where line 1 has 4"):
+        read_glue("cola", no_header)
+
+
+def test_a_column_file_line_missing_a_column_names_its_line(tmp_path):
+    """CoNLL's `token POS chunk NER`: a line without its NER column would make the chunk tag
+    (B-NP) an entity of type NP."""
+    path = tmp_path / "train.txt"
+    path.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP\n\n")
+    with pytest.raises(ValueError, match=r"train.txt:3: 3 columns where the file's lines have 4"):
+        read_conll(path)
 
 
 def test_csv_errors_become_value_errors_with_the_line(tmp_path):

@@ -419,3 +419,17 @@ def test_tokenizer_pickles_without_its_cache(tokenizer):
     tokenizer.encode_ids(["hello world"])
     loaded = pickle.loads(pickle.dumps(tokenizer))
     assert loaded.encode_ids(["hello world"]) == tokenizer.encode_ids(["hello world"])
+
+
+def test_a_repeated_piece_in_vocab_txt_names_both_lines(tmp_path):
+    """The reference keeps a repeated piece's last line, leaving an id past the vocabulary's
+    size (and past the embedding matrix of a model of that size): refused when read."""
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nof\nthe\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vocab.txt:8: the piece 'the' repeats line 6"):
+        read_vocab_file(path)
+    with pytest.raises(ValueError, match=r"vocab.txt:8: the piece 'the' repeats line 6"):
+        Tokenizer.from_pretrained(path)
+    path.write_text("[PAD]\n\n[UNK]\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="2 blank lines"):
+        read_vocab_file(path)

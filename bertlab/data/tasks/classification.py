@@ -183,11 +183,23 @@ def read_delimited(
 def _delimited_examples(
     reader: Iterable[list[str]], columns: ColumnSpec, labels: Sequence[str] | None, path: Path
 ) -> list[Example]:
+    """Every row as an example. A row must have as many fields as the header (without a
+    header: as the first row); more fields would mean a stray delimiter has shifted a text
+    into another column, fewer a cut-off line."""
     examples = []
     positions = None if columns.has_header else columns.named()
+    width = None
     for row in reader:
         if not row:
             continue
+        if width is None:
+            width, first_line = len(row), reader.line_num
+        elif len(row) != width:
+            what = "the header" if columns.has_header else f"line {first_line}"
+            raise ValueError(
+                f"{at(path, reader.line_num)}: {len(row)} fields where {what} has {width}; "
+                "a delimiter inside a text must be quoted (.csv) or removed (.tsv)"
+            )
         if positions is None:
             positions = _header_positions(row, columns, path, reader.line_num)
             continue

@@ -14,6 +14,7 @@ learns and predicts the original scheme; scoring maps them to BIO prefixes
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -125,26 +126,38 @@ def read_conll(path: Path | str) -> list[TaggedSentence]:
 
 
 def _read_columns(path: Path, tag_column: int) -> list[TaggedSentence]:
+    """The sentences of a column file. Every token line must have the file's usual number of
+    columns (its most common one): a line that lacks one would give a wrong column as the tag
+    (CoNLL's chunk tag B-NP read as an entity of type NP)."""
+    with path.open(encoding="utf-8-sig") as file:
+        lines = [(number, line, line.split()) for number, line in enumerate(file, start=1)]
+    widths = collections.Counter(
+        len(columns) for _, _, columns in lines if columns and columns[0] != DOCUMENT_MARKER
+    )
+    width = widths.most_common(1)[0][0] if widths else 0
     sentences = []
     tokens: list[str] = []
     tags: list[str] = []
     first_line = 0
-    with path.open(encoding="utf-8-sig") as file:
-        for line_number, line in enumerate(file, start=1):
-            columns = line.split()
-            if not columns or columns[0] == DOCUMENT_MARKER:
-                if tokens:
-                    sentences.append(TaggedSentence(tuple(tokens), tuple(tags), first_line))
-                tokens, tags = [], []
-                continue
-            if len(columns) < 2:
-                raise ValueError(f"{at(path, line_number)}: expected a token and a tag: {line!r}")
-            tag = columns[tag_column]
-            _check_tag(tag, path, line_number)
-            if not tokens:
-                first_line = line_number
-            tokens.append(columns[0])
-            tags.append(tag)
+    for line_number, line, columns in lines:
+        if not columns or columns[0] == DOCUMENT_MARKER:
+            if tokens:
+                sentences.append(TaggedSentence(tuple(tokens), tuple(tags), first_line))
+            tokens, tags = [], []
+            continue
+        if len(columns) < 2:
+            raise ValueError(f"{at(path, line_number)}: expected a token and a tag: {line!r}")
+        if len(columns) != width:
+            raise ValueError(
+                f"{at(path, line_number)}: {len(columns)} columns where the file's lines have "
+                f"{width}: {line.rstrip()!r}"
+            )
+        tag = columns[tag_column]
+        _check_tag(tag, path, line_number)
+        if not tokens:
+            first_line = line_number
+        tokens.append(columns[0])
+        tags.append(tag)
     if tokens:
         sentences.append(TaggedSentence(tuple(tokens), tuple(tags), first_line))
     return require_examples(sentences, path)
