@@ -19,7 +19,6 @@ A corpus without any usable line is an error.
 from __future__ import annotations
 
 import collections
-import gzip
 import logging
 import os
 import re
@@ -34,6 +33,14 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from tqdm import tqdm
 
+from bertlab.text_files import (
+    READ_ERRORS,
+    check_files,
+    check_mostly_utf8,
+    gzip_error,
+    open_bytes,
+    read_head,
+)
 from bertlab.tokenization import (
     CJK_RANGES,
     CONTINUING_SUBWORD_PREFIX,
@@ -48,7 +55,6 @@ from bertlab.tokenization import (
 
 logger = logging.getLogger(__name__)
 
-GZIP_SUFFIX = ".gz"
 LINES_PER_BATCH = 1000  # lines handed to the Rust trainer per call; amortizes Python overhead
 BYTES_PER_MEGABYTE = 1 << 20
 
@@ -155,16 +161,27 @@ class _CorpusReader:
             disable=not self.show_progress,
         ) as progress:
             batch: list[str] = []
+            done_bytes = 0
             for path in self.paths:
-                with open(path, "rb") as raw:
-                    stream = gzip.open(raw) if path.name.endswith(GZIP_SUFFIX) else raw
-                    for line in self._lines(stream, path):
-                        batch.append(line)
-                        if len(batch) == LINES_PER_BATCH:
-                            progress.update(raw.tell() / BYTES_PER_MEGABYTE - progress.n)
-                            yield batch
-                            batch = []
-                    progress.update(raw.tell() / BYTES_PER_MEGABYTE - progress.n)
+                lines_before, skipped_before = self._num_lines, self.num_skipped_lines
+                try:
+                    with open_bytes(path) as (stream, raw):
+                        for line in self._lines(stream, path):
+                            batch.append(line)
+                            if len(batch) == LINES_PER_BATCH:
+                                read = (done_bytes + raw.tell()) / BYTES_PER_MEGABYTE
+                                progress.update(read - progress.n)
+                                yield batch
+                                batch = []
+                except READ_ERRORS as error:
+                    raise gzip_error(path, error) from error
+                check_mostly_utf8(
+                    path,
+                    self._num_lines - lines_before,
+                    self.num_skipped_lines - skipped_before,
+                )
+                done_bytes += path.stat().st_size
+                progress.update(done_bytes / BYTES_PER_MEGABYTE - progress.n)
             if batch:
                 yield batch
 
@@ -208,15 +225,13 @@ def train_tokenizer(
 
     Raises:
         FileNotFoundError: a corpus file does not exist.
-        ValueError: the corpus has no non-blank UTF-8 line to train on.
+        ValueError: a directory, a binary, broken gzip or mostly non-UTF-8 file
+            (`bertlab.text_files`), or no non-blank UTF-8 line to train on.
     """
     started = time.perf_counter()
-    paths = [Path(path) for path in corpus_paths]
-    if not paths:
-        raise ValueError("no corpus files given")
+    paths = check_files(corpus_paths)
     for path in paths:
-        if not path.is_file():
-            raise FileNotFoundError(f"corpus file not found: {path}")
+        read_head(path)  # a binary or broken gzip file is refused before training starts
     options = config.options
     backend = BackendTokenizer(WordPiece(unk_token=UNK_TOKEN))
     backend.normalizer = build_normalizer(options.lowercase, options.is_stripping_accents)

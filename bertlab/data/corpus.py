@@ -48,6 +48,7 @@ from bertlab.data.corpus_format import (
     tokenizer_fingerprint,
 )
 from bertlab.data.preflight import PreflightReport, check_objective, preflight_report
+from bertlab.text_files import check_files, check_mostly_utf8
 from bertlab.tokenization import Tokenizer
 
 # The public names of the corpus pipeline, importable from here as before the split.
@@ -65,18 +66,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 LANGS = ("auto", "en", "zh")
-
-
-def _check_paths(paths: Sequence[str | os.PathLike]) -> list[Path]:
-    paths = [Path(path) for path in paths]
-    if not paths:
-        raise ValueError("no corpus files given")
-    for path in paths:
-        if path.is_dir():
-            raise ValueError(f"{path} is a directory; pass the corpus files in it")
-        if not path.is_file():
-            raise FileNotFoundError(f"corpus file not found: {path}")
-    return paths
 
 
 def _cached(out_dir: Path, expected: dict) -> TokenizedCorpus | None:
@@ -136,7 +125,7 @@ def build_corpus(
     """
     if lang not in LANGS:
         raise ValueError(f"unknown lang {lang!r}; choose one of {LANGS}")
-    paths = _check_paths(paths)
+    paths = check_files(paths)
     out_dir = Path(out_dir)
     expected = {
         "format_version": FORMAT_VERSION,
@@ -191,11 +180,7 @@ def _write(
         writer.close()
     counts = writer.counts
     for path, lines, skipped in zip(paths, counts.file_lines, counts.file_skipped, strict=True):
-        if skipped > lines:
-            raise ValueError(
-                f"{path} is mostly not UTF-8 ({skipped} of {skipped + lines} lines); "
-                "convert it first (e.g. iconv -t utf-8)"
-            )
+        check_mostly_utf8(path, lines, skipped)
     if counts.tokens == 0:
         note = f" ({counts.skipped_lines} lines were not UTF-8)" if counts.skipped_lines else ""
         names = ", ".join(map(str, paths))

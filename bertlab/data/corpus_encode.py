@@ -5,8 +5,9 @@ Memory stays bounded: lines are read in chunks, a few chunks are in flight at a 
 are appended to the files as they arrive. Chunks are split and tokenized by a pool of worker
 processes (one per core), so the Python sentence splitter and the tokenizer both use every core.
 
-Lines that are not valid UTF-8 are skipped and counted, as in tokenizer training; a file that is
-binary (NUL bytes) is refused here, one that is mostly not UTF-8 by `build_corpus` after reading.
+Files are opened and checked by `bertlab.text_files`, as in tokenizer training: lines that are not
+valid UTF-8 are skipped and counted, a binary or broken gzip file is refused, and one that is
+mostly not UTF-8 is refused by `build_corpus` after reading.
 """
 
 # Shapes: T tokens in the corpus, S sentences; T_chunk, S_chunk those of one chunk of lines.
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import gzip
 import hashlib
 import itertools
 import multiprocessing
 import os
 import re
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +30,11 @@ from tqdm.auto import tqdm
 
 from bertlab.data.corpus_format import TOKEN_IDS_FILE, WORD_STARTS_FILE, token_dtype
 from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
+from bertlab.text_files import READ_ERRORS, gzip_error, open_bytes, read_head
 from bertlab.tokenization import Tokenizer
 
 LINES_PER_CHUNK = 2000  # lines sent to a worker at once (about 0.5 MB of Wikipedia paragraphs)
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # bounds memory: at most this many chunks queued per worker
-SNIFF_BYTES = 65536  # start of each file inspected for binary content and language
 CJK_FRACTION_FOR_CHINESE = 0.5  # "auto": Chinese when ideographs are >= half of the letters
 HASH_BYTES = 8  # duplicate-line detection: 8-byte BLAKE2b digests (collisions ~ n^2 / 2^65)
 # Headings and other short lines repeat naturally (Wikipedia: 10k "References."); duplicates are
@@ -44,7 +43,6 @@ MIN_DUPLICATE_CHECK_BYTES = 50
 MAX_HASHED_LINES = 50_000_000  # 400 MB of hashes at most; later lines are not checked
 COPY_BLOCK = 1 << 22  # elements copied at a time when finishing an offsets array
 BYTES_PER_MEGABYTE = 1e6
-_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)  # not gzip, truncated, corrupt
 
 _CJK_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -53,26 +51,9 @@ _LETTER = re.compile(r"[^\W\d_]")
 # --- reading ---------------------------------------------------------------------------------
 
 
-def _open_binary(path: Path):
-    """The file's bytes, decompressed when it starts with the gzip magic number."""
-    raw = open(path, "rb")  # the caller closes both
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    raw.seek(0)
-    return raw, raw
-
-
 def sniff_lang(path: Path, lang: str) -> str:
     """Refuse binary files; with `lang="auto"` say whether the file looks Chinese or English."""
-    stream, raw = _open_binary(path)
-    try:
-        with raw, stream:
-            head = stream.read(SNIFF_BYTES)
-    except _GZIP_ERRORS as error:
-        raise ValueError(f"{path} is not a readable gzip file ({error})") from error
-    if b"\x00" in head:
-        raise ValueError(f"{path} looks binary (NUL bytes in its first {SNIFF_BYTES} bytes)")
+    head = read_head(path)
     if lang != "auto":
         return lang
     text = head.decode("utf-8", errors="ignore")
@@ -92,17 +73,16 @@ def read_tasks(paths: Sequence[Path], langs: Sequence[str], progress: tqdm) -> I
     """Chunks of raw lines (bytes, blank lines kept); a chunk never spans two files."""
     done_bytes = 0
     for file_index, (path, lang) in enumerate(zip(paths, langs, strict=True)):
-        stream, raw = _open_binary(path)
         try:
-            with raw, stream:
+            with open_bytes(path) as (stream, raw):
                 while True:
                     lines = list(itertools.islice(stream, LINES_PER_CHUNK))
                     if not lines:
                         break
                     progress.update((done_bytes + raw.tell()) / BYTES_PER_MEGABYTE - progress.n)
                     yield _Task(file_index, lang, lines)
-        except _GZIP_ERRORS as error:
-            raise ValueError(f"{path} is not a readable gzip file ({error})") from error
+        except READ_ERRORS as error:
+            raise gzip_error(path, error) from error
         done_bytes += path.stat().st_size
 
 

@@ -21,6 +21,7 @@ from bertlab.data.preflight import MAX_UNK_RATE
 from bertlab.data.pretraining import create_instances_from_document
 from bertlab.data.text_units import chinese_word_starts, split_sentences
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
 
 SHARED_VOCAB = Path(__file__).resolve().parents[2].parent / "shared/data/vocab"
 
@@ -268,6 +269,14 @@ def make_cut_gzip(tmp_path: Path) -> Path:
     return path
 
 
+def make_crc_gzip(tmp_path: Path) -> Path:
+    path = tmp_path / "crc.txt.gz"
+    data = bytearray(gzip.compress(ENGLISH.encode() * 50))
+    data[-8] ^= 0xFF  # the trailer's CRC-32 no longer matches the text
+    path.write_bytes(bytes(data))
+    return path
+
+
 def make_not_gzip(tmp_path: Path) -> Path:
     path = tmp_path / "fake.txt.gz"
     path.write_bytes(b"\x1f\x8b" + b"not really gzip" * 10)
@@ -292,6 +301,7 @@ BAD_INPUTS = [  # (make the file, exception, words of the message)
     (make_binary, ValueError, "looks binary"),
     (make_latin1, ValueError, "mostly not UTF-8"),
     (make_cut_gzip, ValueError, "not a readable gzip file"),
+    (make_crc_gzip, ValueError, "not a readable gzip file"),
     (make_not_gzip, ValueError, "not a readable gzip file"),
     (make_directory, ValueError, "is a directory"),
     (make_missing, FileNotFoundError, "not found"),
@@ -317,6 +327,25 @@ def test_bad_input_is_refused_in_one_line_naming_the_file_leaving_nothing(
     message = str(caught.value)
     assert words in message and str(bad) in message and "\n" not in message
     assert [path.name for path in tmp_path.iterdir()] == ["inputs"]  # no corpus, no staging
+
+
+# Tokenizer training reads the same files the same way (`bertlab.text_files`); a file with lines
+# but no token is a corpus-level notion, not the tokenizer's.
+TOKENIZER_BAD_INPUTS = [case for case in BAD_INPUTS if case[0] is not make_tokenless]
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "words"),
+    TOKENIZER_BAD_INPUTS,
+    ids=[case[0].__name__ for case in TOKENIZER_BAD_INPUTS],
+)
+def test_tokenizer_training_refuses_the_same_bad_input_in_one_line(tmp_path, make, error, words):
+    bad = make(tmp_path)
+    config = TokenizerTrainingConfig(vocab_size=200)
+    with pytest.raises(error) as caught:
+        train_tokenizer([bad], config, show_progress=False)
+    message = str(caught.value)
+    assert words in message and str(bad) in message and "\n" not in message
 
 
 def test_bad_input_is_refused_by_the_worker_pool_too(tokenizer, tmp_path):

@@ -312,11 +312,18 @@ def test_training_skips_non_utf8_lines_and_counts_them(tmp_path):
     assert "not valid UTF-8" in "\n".join(report.summary())
 
 
-@pytest.mark.parametrize("content", [b"", b"\n  \n\n", b"\xff\xfe\n\xc3\x28\n"])
-def test_empty_corpus_is_an_error(tmp_path, content):
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "corpus is empty"),
+        (b"\n  \n\n", "corpus is empty"),
+        (b"\xff\xfe\n\xc3\x28\n", "mostly not UTF-8"),
+    ],
+)
+def test_empty_corpus_is_an_error(tmp_path, content, words):
     corpus = tmp_path / "empty.txt"
     corpus.write_bytes(content)
-    with pytest.raises(ValueError, match="corpus is empty"):
+    with pytest.raises(ValueError, match=words):
         train_tokenizer([corpus], small_config(), show_progress=False)
 
 

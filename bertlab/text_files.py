@@ -1,0 +1,98 @@
+"""Corpus files: plain or gzipped UTF-8 text, checked the same way by every command that reads one.
+
+`bertlab tokenizer train`, `bertlab pretrain` (the tokenized corpus) and the word vectors all read
+their files here, so a missing file, a directory, a binary file, a broken or truncated gzip file
+and a file mostly not UTF-8 are refused alike, each with one line naming the file:
+
+- `check_files`: the files exist and are files (a directory is named as one);
+- `open_bytes`: the file's bytes, decompressed when it starts with gzip's magic number (whatever
+  its name), a binary file (NUL bytes near its start) refused before anything is read further;
+- `read_errors`: gzip's and zlib's errors while reading (not gzip, truncated, CRC mismatch),
+  which `gzip_error` turns into the one-line `ValueError`;
+- `check_mostly_utf8`: after reading, a file whose lines are mostly not UTF-8 is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+GZIP_MAGIC = b"\x1f\x8b"
+SNIFF_BYTES = 65536  # the start of each file inspected for binary content
+READ_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)  # not gzip, truncated, corrupt
+
+
+def check_files(paths: Sequence[str | os.PathLike], what: str = "corpus") -> list[Path]:
+    """`paths` as Paths, each an existing file.
+
+    Raises:
+        ValueError: no paths, or a directory among them.
+        FileNotFoundError: a path that does not exist.
+    """
+    paths = [Path(path) for path in paths]
+    if not paths:
+        raise ValueError(f"no {what} files given")
+    for path in paths:
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory; pass the {what} files in it")
+        if not path.is_file():
+            raise FileNotFoundError(f"{what} file not found: {path}")
+    return paths
+
+
+def gzip_error(path: Path, error: BaseException) -> ValueError:
+    """The one-line error for a gzip or zlib failure while reading `path`."""
+    return ValueError(f"{path} is not a readable gzip file ({error or type(error).__name__})")
+
+
+@contextlib.contextmanager
+def open_bytes(path: Path) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """(stream, raw): the file's bytes, decompressed when gzipped, and the raw file under them
+    (`raw.tell()` is how far the file has been read, for progress bars). Errors while reading
+    `stream` are `READ_ERRORS`; `gzip_error` words them.
+
+    Raises:
+        ValueError: the file looks binary (NUL bytes in its first SNIFF_BYTES bytes), or it is a
+            gzip file whose start cannot be read.
+    """
+    with contextlib.ExitStack() as stack:
+        raw = stack.enter_context(open(path, "rb"))
+        is_gzip = raw.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+        raw.seek(0)
+        stream = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")) if is_gzip else raw
+        try:
+            head = stream.read(SNIFF_BYTES)
+        except READ_ERRORS as error:
+            raise gzip_error(path, error) from error
+        if b"\x00" in head:
+            raise ValueError(f"{path} looks binary (NUL bytes in its first {SNIFF_BYTES} bytes)")
+        stream.seek(0)
+        yield stream, raw
+
+
+def read_head(path: Path, num_bytes: int = SNIFF_BYTES) -> bytes:
+    """The first `num_bytes` bytes of the file's text (decompressed), after `open_bytes`' checks."""
+    with open_bytes(path) as (stream, _):
+        try:
+            return stream.read(num_bytes)
+        except READ_ERRORS as error:
+            raise gzip_error(path, error) from error
+
+
+def check_mostly_utf8(path: Path, num_lines: int, num_skipped: int) -> None:
+    """Refuse a file whose lines are mostly not UTF-8 (`num_skipped` of them could not be
+    decoded, `num_lines` could).
+
+    Raises:
+        ValueError: more skipped lines than decoded ones.
+    """
+    if num_skipped > num_lines:
+        raise ValueError(
+            f"{path} is mostly not UTF-8 ({num_skipped} of {num_skipped + num_lines} lines); "
+            "convert it first (e.g. iconv -t utf-8)"
+        )
