@@ -99,24 +99,32 @@ def read_weights(directory: Path) -> dict[str, torch.Tensor]:
         return state_dict
     if (directory / LEGACY_WEIGHTS_NAME).is_file():
         path = directory / LEGACY_WEIGHTS_NAME
-        try:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
-        except (
-            pickle.UnpicklingError,
-            RuntimeError,
-            EOFError,
-            OSError,
-            zipfile.BadZipFile,
-        ) as error:
-            raise ValueError(
-                f"cannot read {path} (corrupt or not a weights file): {error}"
-            ) from error
+        loaded = load_tensors(path)
         if not isinstance(loaded, dict):
             raise ValueError(f"{path} does not hold a state dict")
         return loaded
     raise FileNotFoundError(
         f"no {WEIGHTS_NAME}, {WEIGHTS_INDEX_NAME} or {LEGACY_WEIGHTS_NAME} in {directory}"
     )
+
+
+def load_tensors(path: Path) -> Any:
+    """`torch.load(path, weights_only=True)`: tensors and plain containers only, never code.
+
+    Raises:
+        ValueError: the file holds other Python objects (refused: unpickling them could run
+            code; torch's own message would advise turning the check off), or it is corrupt or
+            not a file `torch.save` wrote.
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"{path} holds Python objects besides tensors; bertlab reads weights only, since "
+            "loading other objects could run code"
+        ) from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as error:
+        raise ValueError(f"cannot read {path} (corrupt or not a weights file): {error}") from error
 
 
 def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:

@@ -347,6 +347,10 @@ class PretrainConfig:
         for name in ("eval_every_steps", "eval_examples", "num_workers", "keep_checkpoints"):
             if getattr(self, name) < 0:
                 raise ValueError(f"PretrainConfig.{name} must not be negative")
+        for name in ("checkpoint_every_steps", "checkpoint_every_minutes"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"PretrainConfig.{name} must be positive, got {value}")
         if self.batch_size % self.gradient_accumulation_steps:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by gradient_accumulation_steps "

@@ -55,6 +55,9 @@ from bertlab.tokenization import (
 
 logger = logging.getLogger(__name__)
 
+# BERT's vocabularies have 21k-120k pieces; no corpus yields a million, and sizes near 2^32 make
+# the Rust trainer abort the process.
+MAX_VOCAB_SIZE = 1_000_000
 LINES_PER_BATCH = 1000  # lines handed to the Rust trainer per call; amortizes Python overhead
 BYTES_PER_MEGABYTE = 1 << 20
 
@@ -79,6 +82,8 @@ class TokenizerTrainingConfig:
     def __post_init__(self) -> None:
         if self.vocab_size <= len(SPECIAL_TOKENS):
             raise ValueError(f"vocab_size {self.vocab_size} must exceed {len(SPECIAL_TOKENS)}")
+        if self.vocab_size > MAX_VOCAB_SIZE:  # larger ones abort inside the `tokenizers` library
+            raise ValueError(f"vocab_size {self.vocab_size:,} is over {MAX_VOCAB_SIZE:,}")
         for name in ("min_frequency", "limit_alphabet", "min_ideograph_frequency", "heldout_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

@@ -12,7 +12,7 @@ import numpy as np
 from bertlab.atomic import write_text
 from bertlab.config import BertConfig
 from bertlab.data.tasks.encoding import encode_tagging, word_labels
-from bertlab.data.tasks.files import at, existing_file, require_examples
+from bertlab.data.tasks.files import at, existing_file, require_examples, text_lines
 from bertlab.data.tasks.ner import DOCUMENT_MARKER, TaggedSentence
 from bertlab.heads import BertForTask, BertForTokenClassification
 from bertlab.metrics import METRIC_SETS, OUTSIDE_TAG
@@ -84,7 +84,7 @@ class TaggingTask(Task):
         """The source file's lines with the predicted tag appended to each token line."""
         tags = iter(tag for sentence in predictions for tag in sentence)
         lines = []
-        with Path(source).open(encoding="utf-8-sig") as file:
+        with text_lines(source) as file:
             for line in file:
                 line = line.rstrip("\r\n")
                 columns = line.split()
@@ -103,7 +103,7 @@ def read_token_lines(path: Path | str) -> list[TaggedSentence]:
     """
     path = existing_file(path)
     sentences, tokens, first_line = [], [], 0
-    with path.open(encoding="utf-8-sig") as file:
+    with text_lines(path) as file:
         for line_number, line in enumerate(file, start=1):
             columns = line.split()
             if columns and columns[0] != DOCUMENT_MARKER:

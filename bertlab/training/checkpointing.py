@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from bertlab.atomic import atomic_directory
+from bertlab.checkpoint import load_tensors
 
 CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "training_state.pt"
@@ -87,9 +88,9 @@ def load_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     """The training state of a checkpoint (tensors on the CPU)."""
     path = Path(checkpoint_dir) / STATE_FILE
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError) as error:
-        raise ValueError(f"checkpoint {checkpoint_dir} is damaged ({error})") from error
+        return load_tensors(path)
+    except ValueError as error:
+        raise ValueError(f"checkpoint {checkpoint_dir} is damaged or unsafe: {error}") from None
 
 
 def portable_rng_state(state: dict[str, Any]) -> dict[str, Any]:

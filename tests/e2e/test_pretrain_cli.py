@@ -215,6 +215,12 @@ def test_bad_input_fails_with_one_line(pretrain_files, tmp_path, capsys) -> None
         capsys,
         "no checkpoint",
     )
+    for flag in ("--checkpoint-every", "--checkpoint-minutes"):
+        _fails(
+            [*_args(pretrain_files, tmp_path, out, "--max-steps", "1"), flag, "-1"],
+            capsys,
+            "must be positive",
+        )
     assert not (out / "final").exists() and not (out / "checkpoints").exists()
 
 

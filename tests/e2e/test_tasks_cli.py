@@ -278,6 +278,16 @@ def test_bad_training_files_are_one_line_errors(
     assert not out.exists()
 
 
+def test_max_train_examples_below_one_is_refused_before_anything_is_written(
+    tmp_path, capsys, task_vocab
+):
+    out = tmp_path / "run"
+    data = TASK_DATA / "rte_style.tsv"
+    code, _, stderr = finetune(capsys, task_vocab, out, "rte", data, "--max-train-examples", 0)
+    assert_one_line_error(code, stderr, "at least 1, got 0")
+    assert not out.exists()
+
+
 def test_predict_on_a_bad_file_writes_nothing(tmp_path, capsys, review_model):
     data = tmp_path / "input.jsonl"
     data.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n')

@@ -98,15 +98,26 @@ def test_encode_with_a_bad_vocabulary_fails_with_one_line(tmp_path, capsys, cont
     assert_one_line_error(code, stderr, fragment)
 
 
-@pytest.mark.parametrize("content", [b"", b"\n\n", b"\xff\xfe\n"])
-def test_empty_corpus_fails_and_writes_nothing(tmp_path, capsys, content):
-    corpus = tmp_path / "empty.txt"
+@pytest.mark.parametrize(
+    ("content", "vocab_size", "fragment"),
+    [
+        (b"", 100, "corpus is empty"),
+        (b"\n\n", 100, "corpus is empty"),
+        (b"\xff\xfe\n", 100, "mostly not UTF-8"),
+        (b"\x00\x01binary\n", 100, "looks binary"),
+        (b"a fine line\n", 4_294_967_296, "is over 1,000,000"),  # aborted the process before
+    ],
+)
+def test_bad_corpus_or_size_fails_and_writes_nothing(
+    tmp_path, capsys, content, vocab_size, fragment
+):
+    corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(content)
     out = tmp_path / "tok"
     code, _, stderr = run_cli(
-        capsys, "train", corpus, "--vocab-size", 100, "--out", out, "--no-progress"
+        capsys, "train", corpus, "--vocab-size", vocab_size, "--out", out, "--no-progress"
     )
-    assert_one_line_error(code, stderr, "corpus is empty")
+    assert_one_line_error(code, stderr, fragment)
     assert not out.exists()
 
 

@@ -7,6 +7,7 @@ from safetensors.torch import load_file
 
 from bertlab.checkpoint import load_into, normalize_keys
 from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.training.checkpointing import STATE_FILE, load_state
 
 
 @pytest.fixture
@@ -145,3 +146,31 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path, pretrained, monkeyp
         pretrained.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+
+
+class _RunsCode:
+    """Unpickling this would call `print` (any callable could be there)."""
+
+    def __reduce__(self):
+        return (print, ("unpickled: this could have been any code",))
+
+
+@pytest.mark.parametrize("where", ["model", "checkpoint state"])
+def test_a_pickle_with_code_is_refused_without_torchs_advice_to_allow_it(
+    tmp_path, pretrained, where, capsys
+):
+    """torch's weights-only refusal advises `weights_only=False`; bertlab's says why it refuses."""
+    if where == "model":
+        pretrained.save_pretrained(tmp_path)
+        (tmp_path / "model.safetensors").unlink()
+        torch.save({"weight": _RunsCode()}, tmp_path / "pytorch_model.bin")
+        with pytest.raises(ValueError) as caught:
+            BertForPreTraining.from_pretrained(tmp_path)
+    else:
+        torch.save({"rng": _RunsCode()}, tmp_path / STATE_FILE)
+        with pytest.raises(ValueError) as caught:
+            load_state(tmp_path)
+    message = str(caught.value)
+    assert "holds Python objects besides tensors" in message and "could run code" in message
+    assert "weights_only" not in message and "\n" not in message
+    assert "unpickled" not in capsys.readouterr().out

@@ -428,3 +428,27 @@ def test_tagging_predictions_must_follow_the_gold_tokens(tmp_path):
     predictions.write_text("高 B-NAME B-NAME\n勇 E-NAME E-NAME\n： O O\n男 O O\n")
     with pytest.raises(ValueError, match=r"predictions.txt: 1 sentences, the gold file .* has 2"):
         score("tagging", gold, predictions)
+
+
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("dev.tsv", lambda path: read_glue("sst2", path)),
+        ("dev.txt", read_conll),
+        ("dev.jsonl", lambda path: read_classification(path, ColumnSpec("text", label="label"))),
+        ("dev.json", read_squad),
+    ],
+)
+def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path, name, read):
+    """Not the codec's message (which names neither): the file, the line and what to do."""
+    good = {
+        "dev.tsv": "sentence\tlabel\nfine\t1\n",
+        "dev.txt": "EU B-ORG\nrejects O\n",
+        "dev.jsonl": '{"text": "fine", "label": "1"}\n',
+        "dev.json": '{"data": []\n',
+    }[name]
+    path = tmp_path / name
+    path.write_bytes(good.encode() + "caf\xe9\n".encode("latin-1"))
+    line = good.count("\n") + 1
+    with pytest.raises(ValueError, match=rf"{name}:{line}: not UTF-8 \(byte 0xe9\)"):
+        read(path)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.data.tasks.files import at, existing_file, read_jsonl, require_examples
+from bertlab.data.tasks.files import at, existing_file, read_jsonl, require_examples, text_lines
 
 Column = str | int  # a header name, or a 0-based position in files without a header
 
@@ -171,7 +171,7 @@ def read_delimited(
     path = existing_file(path)
     if not columns.has_header and not all(isinstance(c, int) for c in columns.named().values()):
         raise ValueError(f"{path}: a file without a header needs column positions, not names")
-    with path.open(encoding="utf-8-sig", newline="") as file:
+    with text_lines(path, newline="") as file:
         reader = csv.reader(file, delimiter=delimiter, quoting=quoting)
         try:
             examples = _delimited_examples(reader, columns, labels, path)

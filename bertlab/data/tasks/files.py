@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,10 +32,33 @@ def require_examples(examples: list, path: Path | str) -> list:
     return examples
 
 
+def read_utf8(path: Path | str) -> str:
+    """The text of a task file, a UTF-8 byte-order mark dropped.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: the file is not UTF-8, naming the first line that is not.
+    """
+    path = existing_file(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"{at(path, line)}: not UTF-8 (byte {data[error.start]:#04x}); convert the file "
+            "first (e.g. iconv -t utf-8)"
+        ) from None
+
+
+def text_lines(path: Path | str, newline: str | None = None) -> io.StringIO:
+    """`read_utf8`'s text as a file of lines: `newline` as for `open` ("" for the csv module)."""
+    return io.StringIO(read_utf8(path), newline=newline)
+
+
 def read_json(path: Path | str) -> object:
     """The parsed JSON document; malformed JSON raises a ValueError naming file, line and column."""
-    path = existing_file(path)
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_utf8(path)
     if not text.strip():
         raise ValueError(f"{path}: the file is empty")
     try:
@@ -51,8 +75,7 @@ def read_jsonl(path: Path | str) -> Iterator[tuple[int, dict]]:
     Raises:
         ValueError: a line that is not JSON or not a JSON object, naming file and line.
     """
-    path = existing_file(path)
-    with path.open(encoding="utf-8-sig") as file:
+    with text_lines(path) as file:
         for line_number, line in enumerate(file, start=1):
             if not line.strip():
                 continue

@@ -16,7 +16,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.data.tasks.files import at, existing_file, read_jsonl, require_examples
+from bertlab.data.tasks.files import at, existing_file, read_jsonl, require_examples, text_lines
 
 SWAG_NUM_CHOICES = 4
 SWAG_COLUMNS = ("fold-ind", "sent1", "sent2") + tuple(
@@ -45,7 +45,7 @@ def read_swag(path: Path | str) -> list[MultipleChoiceExample]:
     """
     path = existing_file(path)
     examples = []
-    with path.open(encoding="utf-8-sig", newline="") as file:
+    with text_lines(path, newline="") as file:
         reader = csv.DictReader(file)
         header = reader.fieldnames or []
         missing = [column for column in SWAG_COLUMNS if column not in header]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.data.tasks.files import at, existing_file, require_examples
+from bertlab.data.tasks.files import at, existing_file, require_examples, text_lines
 from bertlab.metrics import OUTSIDE_TAG, bio_tags
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def _read_columns(path: Path, tag_column: int) -> list[TaggedSentence]:
     """The sentences of a column file. Every token line must have the file's usual number of
     columns (its most common one): a line that lacks one would give a wrong column as the tag
     (CoNLL's chunk tag B-NP read as an entity of type NP)."""
-    with path.open(encoding="utf-8-sig") as file:
+    with text_lines(path) as file:
         lines = [(number, line, line.split()) for number, line in enumerate(file, start=1)]
     widths = collections.Counter(
         len(columns) for _, _, columns in lines if columns and columns[0] != DOCUMENT_MARKER

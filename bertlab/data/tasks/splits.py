@@ -47,7 +47,13 @@ def holdout_split(
 
 
 def subsample(examples: list, size: int | None) -> list:
-    """`size` examples drawn with DATA_SPLIT_SEED (all of them when None or not fewer)."""
+    """`size` examples drawn with DATA_SPLIT_SEED (all of them when None or not fewer).
+
+    Raises:
+        ValueError: a size below 1.
+    """
+    if size is not None and size < 1:
+        raise ValueError(f"the number of training examples must be at least 1, got {size}")
     if size is None or size >= len(examples):
         return examples
     return random.Random(DATA_SPLIT_SEED).sample(examples, size)
