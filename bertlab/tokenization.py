@@ -218,6 +218,19 @@ def build_pre_tokenizer(handle_chinese_chars: bool) -> pre_tokenizers.PreTokeniz
     )
 
 
+def check_fits_vocabulary(tokenizer: Tokenizer, vocab_size: int) -> None:
+    """Every id `tokenizer` can give must have a row in a model of `vocab_size` pieces.
+
+    Raises:
+        ValueError: the tokenizer has more pieces than the model's vocabulary.
+    """
+    if tokenizer.vocab_size > vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tokenizer.vocab_size:,} pieces but the model's vocabulary only "
+            f"{vocab_size:,}: use the model's own tokenizer"
+        )
+
+
 def read_vocab_file(path: str | os.PathLike) -> dict[str, int]:
     """Read a `vocab.txt` (one piece per line, id = line number) as the reference does.
 

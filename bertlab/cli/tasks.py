@@ -355,7 +355,7 @@ def _load(args: argparse.Namespace):
     from bertlab.hub import resolve
     from bertlab.runtime import default_device, resolve_precision
     from bertlab.task_families import read_task_file
-    from bertlab.tokenization import Tokenizer
+    from bertlab.tokenization import Tokenizer, check_fits_vocabulary
 
     _set_threads(args)
     directory = resolve(args.model)
@@ -372,6 +372,7 @@ def _load(args: argparse.Namespace):
     model = task.load_head(directory, None)
     task.check_fits(model.config)
     tokenizer = Tokenizer.from_pretrained(args.tokenizer or directory)
+    check_fits_vocabulary(tokenizer, model.config.vocab_size)
     device = default_device()
     return task, model.to(device), tokenizer, resolve_precision(args.precision, device)
 

@@ -352,6 +352,23 @@ def test_model_without_the_task_head_is_refused(tmp_path, capsys, review_model):
     )
 
 
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_tokenizer_larger_than_the_model_is_refused_plainly(
+    tmp_path, capsys, review_model, command
+):
+    """The check finetune makes, not an index error from the embedding later."""
+    vocab = (review_model / "vocab.txt").read_text(encoding="utf-8")
+    larger = tmp_path / "vocab.txt"
+    larger.write_text(vocab + "".join(f"extra{i}\n" for i in range(50)), encoding="utf-8")
+    output = ("--output", tmp_path / "out.jsonl") if command == "predict" else ()
+    code, _, stderr = run_cli(
+        capsys, command, "--task", "classification", "--model", review_model,
+        "--tokenizer", larger, "--data", TASK_DATA / "reviews.csv", *REVIEW_COLUMNS, *output,
+    )  # fmt: skip
+    assert_one_line_error(code, stderr, "pieces but the model's vocabulary only")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_finetune_help_names_every_registered_task(capsys):
     from bertlab.data.tasks.registry import TASKS, task_names
 
