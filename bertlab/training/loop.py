@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -89,6 +89,10 @@ CURVE_PANELS = (
     ("learning_rate", "learning rate", "learning rate"),
     ("tokens_per_second", "tokens / s", "throughput"),
 )
+
+
+class DivergedError(ValueError):
+    """The loss, the gradient norm or a weight became NaN or infinite: the run stops there."""
 
 
 @dataclass
@@ -342,12 +346,28 @@ class _Run:
                     loss = loss + output.rtd_weight * output.rtd_loss * share
                 loss.backward()
             stats += _batch_stats(output, batch, count)
-        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        stats = _all_reduce_sum(stats, context)  # the same in every process, as the norm is
+        if not (bool(torch.isfinite(norm)) and bool(torch.isfinite(stats).all())):
+            self._diverged("the loss or the gradient norm")
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if not isinstance(self.schedule, BudgetSchedule):
             self.schedule.step()
-        return _all_reduce_sum(stats, context)
+        return stats
+
+    def _diverged(self, what: str) -> NoReturn:
+        """Stop before anything non-finite is stepped into the weights or saved."""
+        latest = checkpointing.latest_checkpoint(self.out_dir)
+        kept = f"the last checkpoint, {latest}, is kept" if latest else "no checkpoint was written"
+        raise DivergedError(
+            f"training diverged at step {self.progress.step + 1}: {what} is not finite; "
+            f"{kept}; start again with a lower --learning-rate"
+        )
+
+    def _check_finite_weights(self) -> None:
+        if not all(bool(torch.isfinite(param).all()) for param in self.model.parameters()):
+            self._diverged("a weight of the model")
 
     # --- data -----------------------------------------------------------------------------
 
@@ -437,6 +457,7 @@ class _Run:
         )
 
     def _save_checkpoint(self) -> None:
+        self._check_finite_weights()  # rotation must never replace a good checkpoint by this
         states = [checkpointing.portable_rng_state(rng_state())]
         if self.context.is_distributed:
             states = [None] * self.context.world_size
@@ -461,6 +482,7 @@ class _Run:
         self._plot()  # curves.png follows the run checkpoint by checkpoint
 
     def _save_final(self) -> Path:
+        self._check_finite_weights()
         if self.metrics is not None:
             self._plot()
         final = self.out_dir / FINAL_DIR

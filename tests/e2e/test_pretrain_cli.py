@@ -266,3 +266,24 @@ def test_init_from_continues_an_existing_model(pretrain_files, tmp_path) -> None
     before, after = _weights(first / "final"), _weights(tmp_path / "second" / "final")
     key = "bert.encoder.layer.0.attention.self.query.weight"
     assert torch.allclose(before[key], after[key], atol=1e-6)  # started from it, barely moved
+
+
+def test_a_diverging_run_stops_keeping_its_last_finite_checkpoints(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    """--learning-rate 1e6 trained to NaN, exited 0, wrote a NaN final/ and rotated the finite
+    checkpoints away. Now it stops at the first non-finite step with one line, exit 1."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "60", "--learning-rate", "1e6")
+    args += ["--checkpoint-every", "1", "--keep-checkpoints", "2", "--warmup", "0"]
+    error = _fails(args, capsys, "training diverged at step")
+    assert "is not finite" in error and "lower --learning-rate" in error
+    assert not (out / "final").exists()
+    checkpoints = sorted((out / "checkpoints").iterdir())
+    assert checkpoints, "the first step's checkpoint is kept"
+    for checkpoint in checkpoints:
+        weights = _weights(checkpoint)
+        assert all(bool(torch.isfinite(tensor).all()) for tensor in weights.values())
+    assert checkpoints[-1].name in error
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(math.isfinite(r.get("loss", 0.0)) for r in records)
