@@ -12,10 +12,15 @@ files (a terminal, `/dev/stdout`, a pipe) cannot be renamed over: they are writt
     with atomic_files([a, b]) as (ta, tb): ...   # several files that only make sense together
     with atomic_directory(directory) as temporary:  # a model directory or a checkpoint
         model.save_pretrained(temporary)
+
+A run's directory is written by one process at a time (`run_lock`); what killed writers left
+behind is removed when the next one starts (`remove_temporaries`).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -30,6 +35,7 @@ from typing import Any
 FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
 TEMPORARY_MARK = ".tmp"  # in the names of temporary files and directories
+LOCK_FILE = ".bertlab.lock"  # in a run's directory while a process writes to it; holds its pid
 
 
 def is_special(path: Path) -> bool:
@@ -110,3 +116,62 @@ def atomic_directory(directory: str | os.PathLike) -> Iterator[Path]:
     finally:
         if temporary.exists():
             shutil.rmtree(temporary)
+
+
+def remove_temporaries(directory: str | os.PathLike) -> int:
+    """Remove what interrupted writers left in `directory`: this module's temporary files and
+    directories (hidden, with TEMPORARY_MARK in the name). Call it while holding `run_lock`, so
+    no live writer's temporary is taken. Returns how many were removed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return 0
+    removed = 0
+    for path in directory.iterdir():
+        if path.name.startswith(".") and TEMPORARY_MARK in path.name:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+@contextmanager
+def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
+    """Hold `directory` for this process: an advisory lock on DIRECTORY/.bertlab.lock,
+    released by the system if the process dies (a process that holds it may take it again). A
+    directory this call created is removed again if the block leaves nothing else in it (a
+    refused run leaves no empty --out behind).
+
+    Raises:
+        ValueError: another process holds the directory (naming its pid).
+    """
+    directory = Path(directory)
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_FILE
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            # A POSIX record lock: held by this process only (a forked data worker does not
+            # inherit it, so a killed run's orphans cannot keep the directory locked).
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise ValueError(
+                f"{directory} is being written by another bertlab process (pid {holder}); wait "
+                "for it to finish or choose another --out"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield directory
+    finally:
+        if created and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
+            path.unlink(missing_ok=True)
+            directory.rmdir()
+        handle.close()

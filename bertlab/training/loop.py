@@ -217,7 +217,10 @@ class _Run:
     def resume(self) -> None:
         checkpoint_dir = checkpointing.latest_checkpoint(self.out_dir)
         if checkpoint_dir is None:
-            raise ValueError(f"--resume: no checkpoint in {self.out_dir / 'checkpoints'}")
+            raise ValueError(
+                f"--resume: no complete checkpoint in {self.out_dir / 'checkpoints'}; run the "
+                "same command without --resume to start from the beginning"
+            )
         state = checkpointing.load_state(checkpoint_dir)
         for key, value in state["setup"].items():
             if self.setup_key.get(key) != value:

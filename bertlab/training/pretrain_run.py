@@ -15,6 +15,7 @@ Bad settings raise `ValueError` when the `PretrainRun` is built, before anything
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab import hub
-from bertlab.atomic import atomic_directory
+from bertlab.atomic import atomic_directory, remove_temporaries, run_lock
 from bertlab.config import (
     OBJECTIVES,
     PRESETS,
@@ -43,6 +44,7 @@ from bertlab.modeling import BertForPreTraining
 from bertlab.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.training import checkpointing
 from bertlab.training.budget import (
     FINETUNE_DROPOUT,
     POSITION_INITS,
@@ -51,7 +53,7 @@ from bertlab.training.budget import (
     init_positions,
     restore_finetune_dropout,
 )
-from bertlab.training.loop import PretrainResult, held_out_split, pretrain
+from bertlab.training.loop import FINAL_DIR, PretrainResult, held_out_split, pretrain
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +327,22 @@ def run_pretraining(
         FileNotFoundError: a missing corpus, tokenizer or model file.
     """
     out = Path(run.out)
-    _check_out(out, run.resume)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    # One writer per OUT (torchrun's processes are one job: its main process holds it).
+    with run_lock(out) if context.is_main else contextlib.nullcontext():
+        if context.is_main:
+            _check_out(out, run.resume)
+        return _run(run, out, context, show_progress, say)
+
+
+def _run(
+    run: PretrainRun,
+    out: Path,
+    context: DistributedContext,
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> PretrainResult:
     say = say if context.is_main else _quiet
     show_progress = show_progress and context.is_main
     data_config, loop_config = run.data_config(), run.loop_config()
@@ -485,9 +502,13 @@ def _quiet(line: str) -> None:
 
 
 def _check_out(out: Path, resume: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
-    if not resume and ((out / "checkpoints").exists() or (out / "final").exists()):
+    """Refuse to start over a run that can be resumed or is finished; clear what killed writers
+    left (temporary files and checkpoints): a run killed before its first checkpoint was
+    complete holds nothing to resume, and runs again from the start."""
+    for directory in (out, out / checkpointing.CHECKPOINTS_DIR):
+        remove_temporaries(directory)
+    has_checkpoint = checkpointing.latest_checkpoint(out) is not None
+    if not resume and (has_checkpoint or (out / FINAL_DIR).exists()):
         raise ValueError(f"--out {out} already holds a run; add --resume or choose another --out")
 
 

@@ -213,7 +213,7 @@ def test_bad_input_fails_with_one_line(pretrain_files, tmp_path, capsys) -> None
     _fails(
         [*_args(pretrain_files, tmp_path, out, "--max-steps", "1"), "--resume"],
         capsys,
-        "no checkpoint",
+        "no complete checkpoint",
     )
     for flag in ("--checkpoint-every", "--checkpoint-minutes"):
         _fails(
@@ -287,3 +287,52 @@ def test_a_diverging_run_stops_keeping_its_last_finite_checkpoints(
     assert checkpoints[-1].name in error
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(math.isfinite(r.get("loss", 0.0)) for r in records)
+
+
+def test_a_run_killed_in_its_first_checkpoint_runs_again_and_leaves_no_temporaries(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    """A kill while the first checkpoint was written left checkpoints/ with a temporary inside:
+    a plain rerun said the directory held a run, --resume found no checkpoint. Now the rerun
+    starts over and removes what the killed writer left."""
+    out = tmp_path / "run"
+    stale = out / "checkpoints" / ".step-000002.abc123.tmp"
+    (stale / "sub").mkdir(parents=True)
+    (out / ".metrics.jsonl.xyz.tmp.jsonl").write_text("half")
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "2", "--checkpoint-every", "2")
+    assert main(args) == 0
+    assert not stale.exists() and not (out / ".metrics.jsonl.xyz.tmp.jsonl").exists()
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-000002"]
+
+
+HOLD_LOCK = """
+import sys, time
+from bertlab.atomic import run_lock
+with run_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_second_writer_on_one_out_is_refused_with_the_holders_pid(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        error = _fails(_args(pretrain_files, tmp_path, out, "--max-steps", "1"), capsys, "pid")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert f"pid {holder.pid}" in error and "another bertlab process" in error
+    assert main(_args(pretrain_files, tmp_path, out, "--max-steps", "1")) == 0  # freed by the kill
+    refused = tmp_path / "refused"
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(bytes(range(256)) * 10)
+    args = _args(pretrain_files, tmp_path, refused, "--max-steps", "1")
+    args[args.index("--corpus") + 1] = str(binary)
+    _fails(args, capsys, "binary.txt")
+    assert not refused.exists()  # a refused run leaves no empty --out behind
