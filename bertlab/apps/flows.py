@@ -16,6 +16,7 @@ interrupted app continues where it stopped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 TEST_FILE = "test.json"  # a fine-tuning run's metrics on the test split
 RESULTS_FILE = "results.json"  # an app's numbers, from which its table and figures are drawn
 SETTINGS_FILE = "settings.json"  # the settings every finished step of an app's OUT was made with
+SPLIT_FILE = "split.json"  # per task: the split its fine-tuning runs were made on
 PREDICTION_BATCH_SIZE = 128
 
 
@@ -214,3 +216,30 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
             f"{out} holds a run made with other settings ({'; '.join(changed)}); "
             "use another --out, or move that directory away to start again"
         )
+
+
+def check_split(task_dir: Path, train: Sequence, dev: Sequence, test: Sequence) -> None:
+    """Record a task's split beside its runs; refuse to continue runs made on another split.
+
+    Finished runs are skipped when an app runs again, which is only right if the data and the
+    split rules are still the same: TASK_DIR/split.json holds the sizes and a digest of the
+    examples of the three parts.
+
+    Raises:
+        ValueError: the recorded split differs from this one.
+    """
+    digest = hashlib.sha256()
+    for part in (train, dev, test):
+        digest.update(f"{len(part)}\n".encode())
+        for example in part:
+            digest.update(f"{example!r}\n".encode())
+    split = {"train": len(train), "dev": len(dev), "test": len(test), "sha256": digest.hexdigest()}
+    path = task_dir / SPLIT_FILE
+    if path.is_file():
+        if json.loads(path.read_text(encoding="utf-8")) != split:
+            raise ValueError(
+                f"the data or split of {task_dir.name} changed since its runs in {task_dir} "
+                "were made; move that directory away to fine-tune it again"
+            )
+        return
+    write_json(path, split)

@@ -21,7 +21,6 @@ one made with other settings).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -35,6 +34,7 @@ from bertlab.apps.flows import (
     RESULTS_FILE,
     TEST_FILE,
     check_settings,
+    check_split,
     finetune_and_test,
     random_twin,
     read_test,
@@ -54,7 +54,7 @@ from bertlab.apps.transfer_data import (
     write_task_text,
 )
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
-from bertlab.atomic import atomic_directory, write_json
+from bertlab.atomic import atomic_directory
 from bertlab.config import PRESETS, BertConfig, FinetuneConfig, read_json_object
 from bertlab.data.corpus import build_corpus
 from bertlab.electra import ElectraForPreTraining
@@ -76,7 +76,6 @@ from bertlab.training.word_vectors import (
 
 logger = logging.getLogger(__name__)
 
-SPLIT_FILE = "split.json"  # per task: the split its fine-tuning runs were made on
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
 FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md#why-each-choice
 FINETUNE_BATCH_SIZE = 32
@@ -302,7 +301,7 @@ def run_transfer(
     for row in rows:
         splits[row.name] = task_splits(config.data_dir, row)
         _, data, test = splits[row.name]
-        _check_split(out / FINETUNE_DIR / row.name, data, test)
+        check_split(out / FINETUNE_DIR / row.name, data.train, data.dev, test)
         say(
             f"   {row.name}: {len(data.train):,} training, {len(data.dev):,} dev, "
             f"{len(test):,} test examples"
@@ -361,7 +360,7 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
     """What every finished step of an experiment depends on, as JSON values.
 
     Left out: the tasks, points and seeds, which a later run may add to, and the task data, which
-    `_check_split` checks per task.
+    `flows.check_split` checks per task.
     """
     recipe = budget_recipe(config.budget_minutes * 60)
     settings = {
@@ -598,30 +597,6 @@ def _twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
 
 
 # --- fine-tuning ----------------------------------------------------------------------------------
-
-
-def _check_split(task_dir: Path, data: TaskData, test: list) -> None:
-    """Record the task's split beside its runs; refuse to continue runs made on another split.
-
-    Finished runs are skipped when the command is run again, which is only right if the data and
-    the split rules are still the same.
-    """
-    digest = hashlib.sha256()
-    for part in (data.train, data.dev, test):
-        digest.update(f"{len(part)}\n".encode())
-        for example in part:
-            digest.update(f"{example!r}\n".encode())
-    split = {"train": len(data.train), "dev": len(data.dev), "test": len(test)}
-    split["sha256"] = digest.hexdigest()
-    path = task_dir / SPLIT_FILE
-    if path.is_file():
-        if json.loads(path.read_text(encoding="utf-8")) != split:
-            raise ValueError(
-                f"the data or split of {task_dir.name} changed since its runs in {task_dir} "
-                "were made; move that directory away to fine-tune it again"
-            )
-        return
-    write_json(path, split)
 
 
 def _finetune_and_test(
