@@ -11,7 +11,10 @@
 - fine-tuning: `load(name, task="sst2")` puts a new task head on the pre-trained encoder;
   `.freeze()` and `.unfreeze()` choose which layers train, `.fit(train, dev, out=...)` trains
   (BERT's recipe: AdamW, warmup and linear decay, the best dev epoch kept in OUT/best with a
-  model card), and `.save(folder)` writes a folder that every `--model` reads.
+  model card), and `.save(folder)` writes a folder that every `--model` reads. `fit`'s
+  `FinetuneConfig` chooses the strategy as `bertlab finetune`'s flags do (layer-wise learning-rate
+  decay, ULMFiT's slanted triangular schedule and gradual unfreezing, Keras' staged recipe);
+  `.learning_rates(config)` shows each layer group's rate under it.
 """
 
 # Shapes: B batch, L sequence length, H hidden_size.
@@ -49,6 +52,7 @@ from bertlab.training.finetune import (
     train_task_model,
     write_task_model,
 )
+from bertlab.training.optim import layer_learning_rates
 
 POOLINGS = ("cls", "mean", "pooler", "tokens")
 LABEL_FAMILIES = ("classification", "tagging")  # heads with named labels
@@ -137,6 +141,23 @@ class PretrainedBert:
             if module is not None:
                 module.requires_grad_(True)
         return self
+
+    def learning_rates(self, config: FinetuneConfig | None = None) -> list[tuple[str, float]]:
+        """Each layer group's peak learning rate under `config`, as `fit` would train it.
+
+        The groups, bottom-up: "embeddings", "layer 1" ... "layer L", "pooler" (when the head
+        uses one), "head"; those frozen now (`.freeze()`) are left out. With
+        `FinetuneConfig(learning_rate=1e-3, layerwise_lr_decay=0.5)` a 4-layer model gives
+        embeddings 6.25e-05, layer 1 1.25e-04, ..., layer 4, pooler and head 1e-03.
+
+        Args:
+            config: the fine-tuning settings (BERT's defaults when None).
+
+        Returns:
+            (group name, rate) per trainable group.
+        """
+        config = config or FinetuneConfig()
+        return layer_learning_rates(self.model, config.learning_rate, config.layerwise_lr_decay)
 
     def _check_layers(self, num_layers: int | None) -> None:
         total = self.model.config.num_hidden_layers
@@ -246,7 +267,10 @@ class PretrainedBert:
             dev: labelled examples scored after every epoch; the best epoch's model is kept.
             out: the run folder: metrics.jsonl, curves.png and best/ (the model, its tokenizer
                 and its model card: `bertlab.load(out + "/best")` or `--model OUT/best`).
-            config: learning rate, batch size, epochs, seed, ... (BERT's defaults when None).
+            config: learning rate, batch size, epochs, seed, ... (BERT's defaults when None),
+                and the strategy: `layerwise_lr_decay`, `schedule`, `do_gradual_unfreezing`,
+                `head_warmup_epochs` (docs/finetuning.md#fine-tuning-strategies). Layers frozen
+                with `.freeze()` stay frozen throughout; the strategy works on the others.
             show_progress: a progress bar.
 
         Returns:

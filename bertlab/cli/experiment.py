@@ -1,4 +1,5 @@
-"""`bertlab experiment transfer`: pre-train on a budget, then measure what it buys downstream."""
+"""`bertlab experiment transfer`: pre-train on a budget, then measure what it buys downstream;
+`bertlab experiment strategies`: fine-tuning strategies with few labels."""
 
 from __future__ import annotations
 
@@ -140,6 +141,11 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
+    add_strategies_command(commands)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _numbers(text: str, flag: str, kind=float) -> tuple:
@@ -186,4 +192,77 @@ def run_transfer_command(args: argparse.Namespace) -> int:
         continue_minutes=args.continue_minutes,
     )
     run_transfer(config, show_progress=not args.no_progress)
+    return 0
+
+
+def add_strategies_command(commands: argparse._SubParsersAction) -> None:
+    from bertlab.apps.strategies import BERT_DEFAULT, STRATEGIES, STRATEGY_ROWS, StrategiesConfig
+
+    strategies = commands.add_parser(
+        "strategies",
+        help="fine-tuning strategies with few labels: BERT's, layer-wise decay, ULMFiT's, "
+        "Keras' staged recipe, the frozen encoder",
+        description="Fine-tune one pre-trained encoder per row with each strategy, the same "
+        "seeds, rate, batch and epochs, on the transfer experiment's splits with 500 or 1,000 "
+        "training labels, and score each run on the held-out test split. Writes OUT/table.md "
+        "(median and min-max per strategy, each judged against BERT's default) and "
+        "OUT/results.json; running the same command again continues an interrupted run. "
+        "See docs/finetuning.md#fine-tuning-strategies.",
+    )
+    defaults = StrategiesConfig
+    add = strategies.add_argument
+    add("--data", required=True, help="the data directory (layout of ../shared/data)")
+    add("--out", required=True, help="experiment directory")
+    add("--model", required=True, help="the pre-trained model folder every row fine-tunes")
+    add(
+        "--row-model",
+        action="append",
+        default=[],
+        metavar="ROW=DIR",
+        help="another model for one row (repeatable), e.g. sst2-1k=runs/x/pretrain-in-domain/final",
+    )
+    add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
+    add(
+        "--tasks",
+        help=f"comma-separated subset of {', '.join(row.name for row in STRATEGY_ROWS)} "
+        "(default: all)",
+    )
+    add(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help=f"comma-separated subset of {', '.join(STRATEGIES)}; {BERT_DEFAULT} (BERT's "
+        "default), which the others are judged against, is required (default: all)",
+    )
+    add(
+        "--learning-rate",
+        type=float,
+        default=defaults.learning_rate,
+        help="every strategy's top fine-tuning rate (default: %(default)g)",
+    )
+    add("--no-progress", action="store_true", help="hide progress bars")
+    strategies.set_defaults(handler=run_strategies_command)
+
+
+def run_strategies_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertlab.apps.strategies import StrategiesConfig, run_strategies
+
+    row_models = {}
+    for item in args.row_model:
+        row, separator, folder = item.partition("=")
+        if not separator or not row or not folder:
+            raise CommandError(f"--row-model takes ROW=DIR, got {item!r}")
+        row_models[row.strip()] = Path(folder)
+    config = StrategiesConfig(
+        data_dir=Path(args.data),
+        out=Path(args.out),
+        model=Path(args.model),
+        row_models=row_models,
+        seeds=_numbers(args.seeds, "--seeds", int),
+        tasks=_names(args.tasks) if args.tasks else None,
+        strategies=_names(args.strategies),
+        learning_rate=args.learning_rate,
+    )
+    run_strategies(config, show_progress=not args.no_progress)
     return 0

@@ -70,7 +70,7 @@ def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.config import FinetuneConfig
+    from bertlab.config import SCHEDULES, FinetuneConfig
 
     defaults = FinetuneConfig()
     parser = subparsers.add_parser(
@@ -136,10 +136,65 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=defaults.precision)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_strategy_flags(parser, defaults, SCHEDULES)
     _add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
     parser.set_defaults(handler=run_finetune)
+
+
+def _add_strategy_flags(
+    parser: argparse.ArgumentParser, defaults: Any, schedules: tuple[str, ...]
+) -> None:
+    group = parser.add_argument_group(
+        "strategy",
+        "how the layers train over the run (docs/finetuning.md#fine-tuning-strategies); they "
+        "combine with each other (but --gradual-unfreezing with --head-warmup-epochs) and with "
+        "--freeze-layers",
+    )
+    group.add_argument(
+        "--layerwise-lr-decay",
+        type=float,
+        default=defaults.layerwise_lr_decay,
+        metavar="D",
+        help="layer l of L trains at the learning rate times D^(L-l), the embeddings lowest, the "
+        "pooler and the task layer at the full rate (ULMFiT: 1/2.6; ELECTRA: 0.8; default: "
+        "%(default)g, off)",
+    )
+    group.add_argument(
+        "--schedule",
+        choices=schedules,
+        default=defaults.schedule,
+        help="linear: warmup then linear decay (BERT's); slanted-triangular: ULMFiT's short "
+        "rise and long fall; constant: warmup then the full rate (default: %(default)s)",
+    )
+    group.add_argument(
+        "--cut-frac",
+        type=float,
+        default=defaults.cut_frac,
+        help="slanted-triangular: the fraction of the steps the rate rises (default: %(default)g)",
+    )
+    group.add_argument(
+        "--stlr-ratio",
+        type=float,
+        default=defaults.stlr_ratio,
+        help="slanted-triangular: the peak rate over the lowest (default: %(default)g)",
+    )
+    group.add_argument(
+        "--gradual-unfreezing",
+        action="store_true",
+        help="ULMFiT: the task layer alone in epoch 1, then one more layer group per epoch from "
+        "the top (the top layer with the pooler, ..., the embeddings)",
+    )
+    group.add_argument(
+        "--head-warmup-epochs",
+        type=int,
+        default=defaults.head_warmup_epochs,
+        metavar="N",
+        help="Keras' staged recipe: the task layer alone (encoder frozen) for N epochs, then "
+        "everything not frozen by --freeze-layers, with a fresh optimizer and schedule at the "
+        "full rate (default: %(default)s, off)",
+    )
 
 
 def _add_task_flag(parser: argparse.ArgumentParser) -> None:
@@ -281,6 +336,12 @@ def _finetune_config(args: argparse.Namespace, seed: int):
         freeze_layers=args.freeze_layers,
         seed=seed,
         precision=args.precision,
+        layerwise_lr_decay=args.layerwise_lr_decay,
+        schedule=args.schedule,
+        cut_frac=args.cut_frac,
+        stlr_ratio=args.stlr_ratio,
+        do_gradual_unfreezing=args.gradual_unfreezing,
+        head_warmup_epochs=args.head_warmup_epochs,
     )
 
 

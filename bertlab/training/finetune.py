@@ -7,6 +7,12 @@ decay exclusions, linear warmup then linear decay, gradient accumulation, gradie
 epoch, the best checkpoint kept (written to a temporary directory, then renamed) and early
 stopping. `OUT/metrics.jsonl` and `OUT/curves.png` record the run; `OUT/best/` holds the best
 model, its tokenizer and `bertlab_task.json` in the Hugging Face layout.
+
+The fine-tuning strategies of `FinetuneConfig` (docs/finetuning.md#fine-tuning-strategies):
+layer-wise learning rates and the schedule are the optimizer's (`bertlab.training.optim`);
+what trains in which epoch is `frozen_in_epoch`'s: ULMFiT's gradual unfreezing (one layer group
+per epoch from the top, `unfreezing_order`) and Keras' staged recipe (the task layer alone for
+`head_warmup_epochs`, then a new phase with a fresh optimizer and schedule, `training_phases`).
 """
 
 # Shapes: B batch, L sequence length, C labels, K choices.
@@ -20,7 +26,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,7 @@ import torch
 from tqdm import tqdm
 
 from bertlab.atomic import atomic_directory, write_json
-from bertlab.config import BertConfig, FinetuneConfig
+from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.data.tasks.splits import holdout_split, subsample
 from bertlab.heads import BertForTask
@@ -37,7 +43,7 @@ from bertlab.runtime import autocast, default_device, resolve_precision, set_see
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenization import Tokenizer
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
-from bertlab.training.optim import build_optimizer, linear_warmup_decay
+from bertlab.training.optim import build_optimizer, finetune_schedule, layer_learning_rates
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +89,7 @@ class FinetuneResult:
     best_dir: Path
     frozen: str = "nothing"  # `describe_frozen` of the model as trained
     trainable_parameters: int | None = None
+    strategy: dict[str, Any] = field(default_factory=dict)  # `describe_strategy`
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +99,7 @@ class FinetuneResult:
             "epochs_run": self.epochs_run,
             "stopped_early": self.stopped_early,
             "best_dir": str(self.best_dir),
+            "strategy": self.strategy,
         }
 
 
@@ -144,6 +152,78 @@ def describe_frozen(model: BertForTask) -> str:
     return ", ".join(parts) or "nothing"
 
 
+# --- fine-tuning strategies over epochs -----------------------------------------------------------
+
+
+def unfreezing_order(model: BertForTask) -> list[list[torch.nn.Module]]:
+    """ULMFiT's layer groups for gradual unfreezing, top first (Howard & Ruder 2018, Sec. 3.2).
+
+    The task layer (every child module but `bert`), the top encoder layer with the pooler, each
+    layer below it, the embeddings. Groups with nothing trainable (frozen by `freeze_layers` or
+    by the caller) are left out, so epoch e trains the top e groups that can train.
+    """
+    encoder = model.bert
+    head = [module for name, module in model.named_children() if name != "bert"]
+    layers = list(encoder.encoder.layer)
+    top = [layers[-1]] + ([encoder.pooler] if encoder.pooler is not None else [])
+    groups = [head, top, *([layer] for layer in reversed(layers[:-1])), [encoder.embeddings]]
+    return [
+        group
+        for group in groups
+        if any(param.requires_grad for module in group for param in module.parameters())
+    ]
+
+
+def training_phases(config: FinetuneConfig) -> list[range]:
+    """The epochs (1-based) of each phase; each phase starts a fresh optimizer and schedule.
+
+    One phase, except for Keras' staged recipe: the task layer alone for `head_warmup_epochs`,
+    then the rest of the run (Keras compiles the model anew after changing what trains).
+    Example: 5 epochs with head_warmup_epochs 2 -> [range(1, 3), range(3, 6)].
+    """
+    epochs, head = config.num_train_epochs, config.head_warmup_epochs
+    if head:
+        return [range(1, head + 1), range(head + 1, epochs + 1)]
+    return [range(1, epochs + 1)]
+
+
+def frozen_in_epoch(
+    model: BertForTask,
+    config: FinetuneConfig,
+    epoch: int,
+    order: Sequence[Sequence[torch.nn.Module]],
+) -> list[torch.nn.Module]:
+    """The modules the strategy keeps frozen in `epoch` (1-based), besides those frozen for the
+    whole run: the encoder during the staged recipe's head epochs; under gradual unfreezing,
+    every group of `order` (`unfreezing_order`) below the top `epoch` ones."""
+    if epoch <= config.head_warmup_epochs:
+        return [model.bert]
+    if config.do_gradual_unfreezing:
+        return [module for group in order[epoch:] for module in group]
+    return []
+
+
+def describe_strategy(config: FinetuneConfig, rates: Sequence[tuple[str, float]]) -> dict:
+    """The run's fine-tuning strategy as JSON values, for result.json and the model card.
+
+    `rates` is `layer_learning_rates` of the model: each layer group's peak rate.
+    """
+    strategy: dict[str, Any] = {
+        "schedule": config.schedule,
+        "layerwise_lr_decay": config.layerwise_lr_decay,
+        "gradual_unfreezing": config.do_gradual_unfreezing,
+        "head_warmup_epochs": config.head_warmup_epochs,
+        "freeze_encoder": config.do_freeze_encoder,
+        "freeze_layers": config.freeze_layers,
+    }
+    if config.schedule == SLANTED_TRIANGULAR_SCHEDULE:
+        strategy |= {"cut_frac": config.cut_frac, "stlr_ratio": config.stlr_ratio}
+    else:
+        strategy["warmup_proportion"] = config.warmup_proportion
+    strategy["learning_rates"] = dict(rates)
+    return strategy
+
+
 # --- saving ---------------------------------------------------------------------------------------
 
 
@@ -158,7 +238,12 @@ def write_task_model(directory: Path, model: BertForTask, tokenizer: Tokenizer, 
 
 
 class FinetuneLoop:
-    """Epochs of optimizer steps, each over `gradient_accumulation_steps` micro-batches."""
+    """Epochs of optimizer steps, each over `gradient_accumulation_steps` micro-batches.
+
+    The optimizer holds every parameter trainable when the loop is built; `begin_epoch` freezes
+    what the strategy keeps out of an epoch (a parameter without a gradient is not touched by
+    AdamW, weight decay included) and starts each phase's optimizer and schedule.
+    """
 
     def __init__(
         self,
@@ -178,17 +263,61 @@ class FinetuneLoop:
         micro_batches = math.ceil(len(features) / config.micro_batch_size)
         self.steps_per_epoch = math.ceil(micro_batches / config.gradient_accumulation_steps)
         total_steps = self.steps_per_epoch * config.num_train_epochs
-        self.optimizer = build_optimizer(model, config.learning_rate, config.weight_decay)
-        warmup_steps = round(config.warmup_proportion * total_steps)
-        self.scheduler = linear_warmup_decay(self.optimizer, warmup_steps, total_steps)
         self.trainable = [param for param in model.parameters() if param.requires_grad]
+        self.learning_rates = layer_learning_rates(
+            model, config.learning_rate, config.layerwise_lr_decay
+        )
+        self.unfreezing_order = unfreezing_order(model)
+        if config.do_gradual_unfreezing and config.num_train_epochs < len(self.unfreezing_order):
+            logger.warning(
+                "gradual unfreezing: %d epochs reach only the top %d of %d layer groups; the "
+                "others stay frozen",
+                config.num_train_epochs,
+                config.num_train_epochs,
+                len(self.unfreezing_order),
+            )
+        self.phases = training_phases(config)
+        self.start_phase(0)
         self.step = 0
         self.progress = tqdm(
             total=total_steps, disable=not show_progress, desc="fine-tuning", unit="step"
         )
 
+    def start_phase(self, phase: int) -> None:
+        """A fresh optimizer over every trainable parameter and the schedule over the phase."""
+        for param in self.trainable:
+            param.requires_grad_(True)
+        self.phase = phase
+        self.optimizer = build_optimizer(
+            self.model,
+            self.config.learning_rate,
+            self.config.weight_decay,
+            layerwise_lr_decay=self.config.layerwise_lr_decay,
+        )
+        steps = self.steps_per_epoch * len(self.phases[phase])
+        self.scheduler = finetune_schedule(self.optimizer, self.config, steps)
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Start the epoch's phase if it is a new one, and freeze what the strategy keeps out."""
+        phase = next(
+            (i for i, epochs in enumerate(self.phases) if epoch in epochs), len(self.phases) - 1
+        )
+        if phase != self.phase:
+            self.start_phase(phase)
+        for param in self.trainable:
+            param.requires_grad_(True)
+        for module in frozen_in_epoch(self.model, self.config, epoch, self.unfreezing_order):
+            module.requires_grad_(False)
+
+    def close(self) -> None:
+        """Leave trainable what was trainable before the run, and close the progress bar."""
+        for param in self.trainable:
+            param.requires_grad_(True)
+        self.progress.close()
+
     def run_epoch(self, epoch: int) -> float:
         """Train one epoch over freshly drawn length-grouped batches; return its mean loss."""
+        self.begin_epoch(epoch)
         self.model.train()
         batches = length_grouped_batches(self.lengths, self.config.micro_batch_size, self.rng)
         accumulation = self.config.gradient_accumulation_steps
@@ -229,7 +358,7 @@ class FinetuneLoop:
         return self.model.config.pad_token_id
 
     def log_train(self, epoch: int, losses: Sequence[float]) -> None:
-        learning_rate = self.scheduler.get_last_lr()[0]
+        learning_rate = max(self.scheduler.get_last_lr())  # the top rate: the task layer's
         self.log.log(
             "train",
             self.step,
@@ -269,6 +398,7 @@ def train_task_model(
     loop = FinetuneLoop(model, features, config, log, show_progress)
     frozen = describe_frozen(model)
     trainable_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    strategy = describe_strategy(config, loop.learning_rates)
     best_metrics: dict[str, float] = {}
     best_epoch, epochs_without_gain, epoch = 0, 0, 0
     for epoch in range(1, config.num_train_epochs + 1):
@@ -301,7 +431,7 @@ def train_task_model(
                     epochs_without_gain,
                 )
                 break
-    loop.progress.close()
+    loop.close()
     _plot(log, out, primary_metric)
     return FinetuneResult(
         seed=config.seed,
@@ -312,6 +442,7 @@ def train_task_model(
         best_dir=out / BEST_DIR,
         frozen=frozen,
         trainable_parameters=trainable_parameters,
+        strategy=strategy,
     )
 
 
@@ -497,7 +628,7 @@ def _finetuning_recipe(task: Task, config: FinetuneConfig, result: FinetuneResul
         "early stopping patience": config.early_stopping_patience or "off",
         "peak learning rate": config.learning_rate,
         "batch size": config.batch_size * config.gradient_accumulation_steps,
-        "warmup proportion": config.warmup_proportion,
+        **_strategy_recipe(config),
         "weight decay": config.weight_decay,
         "max gradient norm": config.max_grad_norm,
         "frozen": result.frozen,
@@ -506,6 +637,23 @@ def _finetuning_recipe(task: Task, config: FinetuneConfig, result: FinetuneResul
         "precision": config.precision,
         "seed": result.seed,
     }
+
+
+def _strategy_recipe(config: FinetuneConfig) -> dict[str, Any]:
+    """The model card's rows for the schedule and the strategy (`describe_strategy` in words)."""
+    rows: dict[str, Any] = {"schedule": config.schedule}
+    if config.schedule == SLANTED_TRIANGULAR_SCHEDULE:
+        rows |= {"cut_frac": config.cut_frac, "stlr_ratio": config.stlr_ratio}
+    else:
+        rows["warmup proportion"] = config.warmup_proportion
+    decay = config.layerwise_lr_decay
+    rows["layer-wise learning-rate decay"] = "off" if decay == 1.0 else decay
+    rows["gradual unfreezing"] = (
+        "one layer group per epoch from the top" if config.do_gradual_unfreezing else "off"
+    )
+    head = config.head_warmup_epochs
+    rows["head warmup epochs"] = f"{head} (encoder frozen), then all" if head else "off"
+    return rows
 
 
 def _results_note(task: Task, data: TaskData, seeds_summary: dict[str, Any] | None) -> str:

@@ -5,16 +5,25 @@ Shared by pre-training and fine-tuning. The reference is Google's BERT `optimiza
 learning rate of 1e-4, β1 = 0.9, β2 = 0.999, L2 weight decay of 0.01, learning rate warmup over the
 first 10,000 steps, and linear decay of the learning rate".
 
-Two schedules:
+Schedules:
 
 - `linear_warmup_decay` counts optimizer steps. It is a `LambdaLR`, so its position is checkpointed
   with `state_dict()`. Call `scheduler.step()` after each `optimizer.step()`, as torch expects.
+  Fine-tuning may choose it, ULMFiT's `slanted_triangular` or `constant_after_warmup`
+  (`finetune_schedule`), all three `LambdaLR`s over optimizer steps.
 - `BudgetSchedule` follows the fraction of a budget used, which the loop passes in: of the time
   budget (`--max-time`, linear or one-cycle), or of `--max-steps` for the one-cycle shape. Call
   `schedule.step(progress)` before each `optimizer.step()`.
 
 Resuming: build the optimizer and the schedule exactly as at the start of the run, then load the
 optimizer's state dict, then the schedule's.
+
+Layer-wise learning rates (`layerwise_parameter_groups`, `layer_learning_rates`): a BERT's
+parameters in layer groups, bottom-up: the embeddings, encoder layers 1 to L, the pooler, and the
+head (everything outside the encoder: a task layer, the pre-training heads). Layer l trains at the
+top rate times D^(L - l), the embeddings (l = 0) lowest, the pooler and the head at the top rate:
+ULMFiT's discriminative fine-tuning (Howard & Ruder 2018, Sec. 3.2), the layer-wise decay of
+ELECTRA's fine-tuning (Clark et al. 2020) and of Sun et al. 2019, "How to Fine-Tune BERT".
 """
 
 from __future__ import annotations
@@ -26,6 +35,16 @@ from typing import Any
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
+
+from bertlab.config import (
+    CONSTANT_SCHEDULE,
+    LINEAR_SCHEDULE,
+    SLANTED_TRIANGULAR_SCHEDULE,
+    STLR_CUT_FRAC,
+    STLR_RATIO,
+    FinetuneConfig,
+)
+from bertlab.modeling import BertModel
 
 # Google's BERT optimization.py (AdamWeightDecayOptimizer as built by create_optimizer) and the
 # BERT paper, Appendix A.2. The paper gives no ε; 1e-6 is the code's (torch's default is 1e-8).
@@ -42,6 +61,12 @@ NO_DECAY_MODULE_TYPES: tuple[type[nn.Module], ...] = (nn.LayerNorm,)
 
 # Device types on which `torch.optim.AdamW(fused=True)` has kernels (CPU since torch 2.4).
 FUSED_DEVICE_TYPES = ("cpu", "cuda")
+
+# The layer groups of layer-wise learning rates and gradual unfreezing (module docstring);
+# encoder layer i (0-based, `encoder.layer.i`) is the group "layer i+1".
+EMBEDDINGS_GROUP = "embeddings"
+POOLER_GROUP = "pooler"
+HEAD_GROUP = "head"
 
 
 def _excluded_by_name(name: str) -> bool:
@@ -77,16 +102,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     """
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be non-negative, got {weight_decay}")
-    excluded: set[int] = set()
-    for module in model.modules():
-        if isinstance(module, NO_DECAY_MODULE_TYPES):
-            excluded.update(id(param) for param in module.parameters(recurse=False))
-    # Every alias of a tied parameter is checked, so the decision cannot depend on which name
-    # `named_parameters()` happens to report first.
-    for name, param in model.named_parameters(remove_duplicate=False):
-        if _excluded_by_name(name):
-            excluded.add(id(param))
-
+    excluded = _no_decay_ids(model)
     decay: list[nn.Parameter] = []
     no_decay: list[nn.Parameter] = []
     for param in model.parameters():  # deduplicated: each tied parameter once
@@ -99,6 +115,139 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
         {"params": no_decay, "weight_decay": 0.0},
     ]
     return [group for group in groups if group["params"]]
+
+
+def _no_decay_ids(model: nn.Module) -> set[int]:
+    """The ids of the parameters Google's rule exempts from weight decay (`parameter_groups`)."""
+    excluded: set[int] = set()
+    for module in model.modules():
+        if isinstance(module, NO_DECAY_MODULE_TYPES):
+            excluded.update(id(param) for param in module.parameters(recurse=False))
+    # Every alias of a tied parameter is checked, so the decision cannot depend on which name
+    # `named_parameters()` happens to report first.
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if _excluded_by_name(name):
+            excluded.add(id(param))
+    return excluded
+
+
+# --- layer-wise learning rates --------------------------------------------------------------------
+
+
+def bert_encoder(model: nn.Module) -> BertModel:
+    """The `BertModel` inside `model` (the model itself, or its `bert`).
+
+    Raises:
+        ValueError: the model holds no BERT encoder.
+    """
+    for module in model.modules():
+        if isinstance(module, BertModel):
+            return module
+    raise ValueError(f"{type(model).__name__} holds no BertModel to group by layer")
+
+
+def layer_groups(model: nn.Module) -> list[tuple[str, list[nn.Parameter]]]:
+    """Every parameter of `model` in its layer group, bottom-up (module docstring).
+
+    Example for a 2-layer BertForSequenceClassification: [("embeddings", [...]), ("layer 1",
+    [...]), ("layer 2", [...]), ("pooler", [...]), ("head", [classifier.weight, classifier.bias])].
+    A model without a pooler has no pooler group. Tied parameters appear once; one shared with
+    the encoder is in the encoder's group (the MLM decoder's weight is the word embeddings).
+
+    Raises:
+        ValueError: the model holds no BERT encoder.
+    """
+    encoder = bert_encoder(model)
+    parts: list[tuple[str, nn.Module | None]] = [(EMBEDDINGS_GROUP, encoder.embeddings)]
+    parts += [(f"layer {i}", layer) for i, layer in enumerate(encoder.encoder.layer, 1)]
+    parts.append((POOLER_GROUP, encoder.pooler))
+    group_of: dict[int, str] = {}
+    for name, module in parts:
+        for param in module.parameters() if module is not None else ():
+            group_of[id(param)] = name
+    groups: dict[str, list[nn.Parameter]] = {
+        name: [] for name, module in parts if module is not None
+    }
+    groups[HEAD_GROUP] = []
+    for param in model.parameters():  # deduplicated: each tied parameter once
+        groups[group_of.get(id(param), HEAD_GROUP)].append(param)
+    return list(groups.items())
+
+
+def _layer_rate(name: str, num_layers: int, learning_rate: float, decay: float) -> float:
+    """learning_rate * decay ** (L - l): l = 0 for the embeddings, i for layer i, L above."""
+    if name == EMBEDDINGS_GROUP:
+        depth = 0
+    elif name.startswith("layer "):
+        depth = int(name.removeprefix("layer "))
+    else:  # the pooler and the head
+        depth = num_layers
+    return learning_rate * decay ** (num_layers - depth)
+
+
+def layer_learning_rates(
+    model: nn.Module, learning_rate: float, layerwise_lr_decay: float = 1.0
+) -> list[tuple[str, float]]:
+    """The peak learning rate of each layer group that has a trainable parameter, bottom-up.
+
+    Example: BERT-mini (4 layers) at 1e-3 with decay 0.5 -> [("embeddings", 6.25e-05),
+    ("layer 1", 1.25e-04), ("layer 2", 2.5e-04), ("layer 3", 5e-04), ("layer 4", 1e-03),
+    ("pooler", 1e-03), ("head", 1e-03)].
+
+    Args:
+        model: a model holding a `BertModel`.
+        learning_rate: the top rate: the head's, the pooler's and the top layer's.
+        layerwise_lr_decay: D in (0, 1]; 1 trains every layer at the top rate.
+
+    Returns:
+        (group name, rate) per group, embeddings first; frozen groups are left out.
+
+    Raises:
+        ValueError: a rate or decay out of range, or no BERT encoder in the model.
+    """
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+    if not 0.0 < layerwise_lr_decay <= 1.0:
+        raise ValueError(f"layerwise_lr_decay must be in (0, 1], got {layerwise_lr_decay}")
+    num_layers = len(bert_encoder(model).encoder.layer)
+    return [
+        (name, _layer_rate(name, num_layers, learning_rate, layerwise_lr_decay))
+        for name, params in layer_groups(model)
+        if any(param.requires_grad for param in params)
+    ]
+
+
+def layerwise_parameter_groups(
+    model: nn.Module, weight_decay: float, learning_rate: float, layerwise_lr_decay: float
+) -> list[dict[str, Any]]:
+    """`parameter_groups` split by layer group, each at its own rate (`layer_learning_rates`).
+
+    Returns:
+        Param-group dicts, bottom-up and per layer group the decay group first:
+        `{"name": "layer 3", "lr": rate, "weight_decay": ..., "params": [...]}`. Frozen
+        parameters and empty groups are left out.
+
+    Raises:
+        ValueError: a bad rate, decay or weight decay, or nothing to train.
+    """
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay must be non-negative, got {weight_decay}")
+    rates = dict(layer_learning_rates(model, learning_rate, layerwise_lr_decay))
+    excluded = _no_decay_ids(model)
+    groups = []
+    for name, params in layer_groups(model):
+        trainable = [param for param in params if param.requires_grad]
+        for decay_rate, members in (
+            (weight_decay, [param for param in trainable if id(param) not in excluded]),
+            (0.0, [param for param in trainable if id(param) in excluded]),
+        ):
+            if members:
+                groups.append(
+                    {"name": name, "lr": rates[name], "weight_decay": decay_rate, "params": members}
+                )
+    if not groups:
+        raise ValueError("the model has no trainable parameters")
+    return groups
 
 
 def _supports_fused(params: list[torch.Tensor]) -> bool:
@@ -116,8 +265,12 @@ def build_optimizer(
     betas: tuple[float, float] = ADAM_BETAS,
     eps: float = ADAM_EPSILON,
     fused: bool | None = None,
+    layerwise_lr_decay: float | None = None,
 ) -> torch.optim.AdamW:
     """AdamW over `parameter_groups(model, weight_decay)`, with Google's BERT defaults.
+
+    With `layerwise_lr_decay`, over `layerwise_parameter_groups` instead: one pair of groups per
+    layer group, each at its own rate (fine-tuning builds it so, at 1.0 when the decay is off).
 
     `torch.optim.AdamW` applies weight decay as Google's optimizer does, decoupled and scaled by the
     learning rate (`param -= lr * (adam_update + weight_decay * param)`). One difference: Google's
@@ -132,6 +285,8 @@ def build_optimizer(
         eps: Adam's ε.
         fused: use the fused kernel. None: when every parameter is a floating-point tensor on
             CPU or CUDA; otherwise the multi-tensor (`foreach`) implementation.
+        layerwise_lr_decay: None: two groups (decay, no decay) at `learning_rate`; D in (0, 1]:
+            groups per layer, layer l of L at `learning_rate * D ** (L - l)`.
 
     Returns:
         The optimizer.
@@ -141,7 +296,10 @@ def build_optimizer(
     """
     if learning_rate <= 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
-    groups = parameter_groups(model, weight_decay)
+    if layerwise_lr_decay is None:
+        groups = parameter_groups(model, weight_decay)
+    else:
+        groups = layerwise_parameter_groups(model, weight_decay, learning_rate, layerwise_lr_decay)
     if fused is None:
         fused = _supports_fused([param for group in groups for param in group["params"]])
     return torch.optim.AdamW(
@@ -193,6 +351,98 @@ def linear_warmup_decay(
         return max(0.0, (total_steps - step) / decay_steps)
 
     return LambdaLR(optimizer, multiplier)
+
+
+def slanted_triangular(
+    optimizer: torch.optim.Optimizer,
+    total_steps: int,
+    cut_frac: float = STLR_CUT_FRAC,
+    ratio: float = STLR_RATIO,
+) -> LambdaLR:
+    """ULMFiT's slanted triangular learning rates (Howard & Ruder 2018, Sec. 3.2, eq. 3).
+
+    A short linear rise, then a long linear fall, from and to the peak / `ratio`. With T =
+    `total_steps` and t the optimizer step (0-based):
+
+        cut = floor(T * cut_frac)
+        p   = t / cut                                     if t < cut
+              1 - (t - cut) / (cut * (1 / cut_frac - 1))  otherwise
+        lr  = peak * (1 + p * (ratio - 1)) / ratio
+
+    so lr is peak / ratio at t = 0, the peak at t = cut and peak / ratio again at t = T (when
+    T * cut_frac is whole; otherwise p is kept from going below 0, where the rate would fall
+    under peak / ratio). With fewer than 1 / cut_frac steps there is no rise (cut = 0): the rate
+    falls from the peak, p = 1 - t / T. Each param group's rate follows the formula from its own
+    peak, so layer-wise rates keep their ratios.
+
+    Args:
+        optimizer: the optimizer; each group's current `lr` is its peak.
+        total_steps: T, optimizer steps of the whole run.
+        cut_frac: the fraction of the steps over which the rate rises (ULMFiT: 0.1).
+        ratio: the peak over the lowest rate (ULMFiT: 32).
+
+    Returns:
+        A `LambdaLR`; call `scheduler.step()` after each `optimizer.step()`.
+
+    Raises:
+        ValueError: unless `total_steps > 0`, `0 < cut_frac < 1` and `ratio >= 1`.
+    """
+    if total_steps <= 0 or not 0.0 < cut_frac < 1.0 or not ratio >= 1.0:
+        raise ValueError(
+            f"need total_steps > 0, 0 < cut_frac < 1 and ratio >= 1, got total_steps="
+            f"{total_steps}, cut_frac={cut_frac}, ratio={ratio}"
+        )
+    cut = math.floor(total_steps * cut_frac)
+
+    def multiplier(step: int) -> float:
+        if cut == 0:
+            fraction = 1.0 - step / total_steps
+        elif step < cut:
+            fraction = step / cut
+        else:
+            fraction = 1.0 - (step - cut) / (cut * (1.0 / cut_frac - 1.0))
+        return (1.0 + max(0.0, fraction) * (ratio - 1.0)) / ratio
+
+    return LambdaLR(optimizer, multiplier)
+
+
+def constant_after_warmup(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:
+    """Linear warmup from 0 to the peak over `warmup_steps`, then the peak to the end (as
+    `transformers`' `get_constant_schedule_with_warmup`; no warmup: constant from step 0).
+
+    Raises:
+        ValueError: for negative `warmup_steps`.
+    """
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be non-negative, got {warmup_steps}")
+
+    def multiplier(step: int) -> float:
+        return step / warmup_steps if step < warmup_steps else 1.0
+
+    return LambdaLR(optimizer, multiplier)
+
+
+def finetune_schedule(
+    optimizer: torch.optim.Optimizer, config: FinetuneConfig, total_steps: int
+) -> LambdaLR:
+    """The schedule `config.schedule` names, over `total_steps` optimizer steps: linear warmup
+    and decay (BERT's), slanted triangular (ULMFiT's, `cut_frac` and `stlr_ratio`) or constant
+    after the warmup; the linear and constant ones warm up over `warmup_proportion` of the steps.
+
+    Raises:
+        ValueError: an unknown schedule, or from the schedule's own checks.
+    """
+    warmup_steps = round(config.warmup_proportion * total_steps)
+    builders: dict[str, Callable[[], LambdaLR]] = {
+        LINEAR_SCHEDULE: lambda: linear_warmup_decay(optimizer, warmup_steps, total_steps),
+        SLANTED_TRIANGULAR_SCHEDULE: lambda: slanted_triangular(
+            optimizer, total_steps, config.cut_frac, config.stlr_ratio
+        ),
+        CONSTANT_SCHEDULE: lambda: constant_after_warmup(optimizer, warmup_steps),
+    }
+    if config.schedule not in builders:
+        raise ValueError(f"unknown schedule {config.schedule!r}; choose one of {list(builders)}")
+    return builders[config.schedule]()
 
 
 def _linear_budget(progress: float, warmup_fraction: float) -> float:

@@ -110,6 +110,33 @@ def test_fit_trains_unfrozen_layers_keeps_the_best_and_reloads(hub_cache, tmp_pa
     assert all(label in ("0", "1") for label in best.predict(["a good film", "a bad film"]))
 
 
+def test_learning_rates_show_each_group_and_fit_takes_the_strategy(hub_cache, tmp_path):
+    classifier = bertlab.load("bert-base-uncased", task="sst2")
+    config = FinetuneConfig(
+        num_train_epochs=3,
+        batch_size=2,
+        learning_rate=1e-3,
+        layerwise_lr_decay=0.5,
+        schedule="slanted-triangular",
+        do_gradual_unfreezing=True,
+    )
+    assert classifier.learning_rates(config) == [
+        ("embeddings", 2.5e-4),
+        ("layer 1", 5e-4),
+        ("layer 2", 1e-3),
+        ("pooler", 1e-3),
+        ("head", 1e-3),
+    ]
+    embeddings = classifier.model.bert.embeddings.word_embeddings.weight.clone()
+    result = classifier.fit(TRAIN, TRAIN, out=tmp_path / "run", config=config)
+    # Three epochs reach the head, layer 2 with the pooler, and layer 1: never the embeddings.
+    assert torch.equal(classifier.model.bert.embeddings.word_embeddings.weight, embeddings)
+    assert result.strategy["learning_rates"]["layer 1"] == 5e-4
+    assert classifier.trainable_parameters == classifier.num_parameters
+    card = (tmp_path / "run" / "best" / "README.md").read_text(encoding="utf-8")
+    assert "| gradual unfreezing | one layer group per epoch from the top |" in card
+
+
 def test_save_writes_a_folder_that_loads_with_the_same_predictions(hub_cache, tmp_path):
     classifier = bertlab.load("bert-base-uncased", task="classification", labels=["neg", "pos"])
     classifier.save(tmp_path / "saved")
