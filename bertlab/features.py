@@ -3,6 +3,13 @@
 The fast inference path groups sequences of similar length into a batch (so a batch is padded
 only to its own longest sequence, and little compute goes to padding), runs under
 `torch.inference_mode`, optionally in bf16 autocast, and returns results in the input order.
+
+`extract_features` is `bertlab embed` (the counterpart of Google's `extract_features.py`): the
+hidden states of chosen layers for texts or text pairs, per piece, per word (its first piece or
+the mean of its pieces) or pooled per text ([CLS], the mean, or a left-to-right model's last
+token), as one float32 array with an index of what each row is. `save_features` writes them as
+`features.npy` or `features.safetensors` plus `index.jsonl` and `features.json`;
+`load_features` reads them back.
 """
 
 # Shapes: B batch, L sequence length, H hidden_size, N attention heads, D = H // N head size,
@@ -10,12 +17,22 @@ only to its own longest sequence, and little compute goes to padding), runs unde
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
+from safetensors.numpy import load_file, save_file
 
+from bertlab.atomic import atomic_file, write_json, write_text
 from bertlab.data.collate import pad_rows, sorted_length_batches
+from bertlab.heads import last_real_positions
 from bertlab.modeling import BertModel
+from bertlab.tokenization import Tokenizer, longest_first_lengths
 
 
 def pad_sequences(
@@ -87,3 +104,261 @@ def pooled_features(
     ):
         features[indices] = pooled.cpu()
     return features
+
+
+# --- `bertlab embed`: the hidden states of chosen layers ------------------------------------------
+
+# What one row of the features is. Per piece: every piece, [CLS] and [SEP] included (Google's
+# extract_features.py). Per word (words as BERT's basic tokenizer splits them): its first piece
+# (what BERT's tagger reads, Sec. 4.3) or the mean of its pieces. Per text: [CLS], the mean of
+# every piece, or the last real piece (what a left-to-right model's sentence heads read).
+POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last")
+PER_TEXT = ("cls", "mean", "last")
+FORMATS = ("npy", "safetensors")
+FEATURES_NAME = "features"  # features.npy / features.safetensors, and the tensor's name
+INDEX_FILE = "index.jsonl"  # one line per input text: what its rows are
+META_FILE = "features.json"  # the model, layers, pooling and shape
+PAIR_SEPARATOR = " ||| "  # Google's extract_features.py: "text_a ||| text_b" on one line
+
+
+@dataclass
+class Features:
+    """Hidden states of chosen layers, as `extract_features` returns and `load_features` reads.
+
+    Attributes:
+        vectors: (rows, J, H) float32: J layers in the order asked for; the rows of text i are
+            `records[i]["start"]` to `records[i]["end"]`.
+        layers: the layers asked for (0 the embeddings, k layer k, -1 the last).
+        pooling: one of POOLINGS.
+        records: per text: `text` (and `text_b`), `units` (the piece or word of each row, or
+            the pooling's name), `segments` (0 for A, 1 for B, per row), `start`, `end`.
+    """
+
+    vectors: np.ndarray
+    layers: tuple[int, ...]
+    pooling: str
+    records: list[dict[str, Any]]
+
+    def rows(self, index: int) -> np.ndarray:
+        """Text `index`'s rows: (units, J, H)."""
+        record = self.records[index]
+        return self.vectors[record["start"] : record["end"]]
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """One text (or pair) as model input, with the words of its pieces."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    pieces: list[str]
+    word_of_piece: list[int | None]  # a word index per piece; None for [CLS] and [SEP]
+    words: list[str]
+    word_segments: list[int]
+
+
+def encode_for_features(
+    tokenizer: Tokenizer, text: str, text_b: str | None, max_length: int
+) -> _Encoded:
+    """`[CLS] A [SEP] (B [SEP])` cut to `max_length` (longest side first, as the tokenizer
+    cuts), with each piece's word: the words are the basic tokenizer's (whitespace, punctuation
+    and each CJK character apart), their text taken from the input."""
+    sides = [text] if text_b is None else [text, text_b]
+    encodings = [tokenizer.backend.encode(side, add_special_tokens=False) for side in sides]
+    budget = max_length - (len(sides) + 1)
+    if budget < 1:
+        raise ValueError(f"max_length {max_length} leaves no room for a piece")
+    if text_b is None:
+        lengths = [min(len(encodings[0].ids), budget)]
+    else:
+        lengths = list(longest_first_lengths(len(encodings[0].ids), len(encodings[1].ids), budget))
+    input_ids, types, word_of_piece = [tokenizer.cls_token_id], [0], [None]
+    words: list[str] = []
+    segments: list[int] = []
+    for segment, (side, encoding, length) in enumerate(zip(sides, encodings, lengths, strict=True)):
+        spans: dict[int, list[int]] = {}  # the basic tokenizer's word -> its characters
+        number: dict[int, int] = {}  # that word -> its index among the text's words
+        word_ids, offsets = encoding.word_ids[:length], encoding.offsets[:length]
+        for word, (start, end) in zip(word_ids, offsets, strict=True):
+            spans.setdefault(word, [start, end])[1] = end
+            word_of_piece.append(number.setdefault(word, len(words) + len(number)))
+        words += [side[start:end] for start, end in spans.values()]
+        segments += [segment] * len(spans)
+        input_ids += [*encoding.ids[:length], tokenizer.sep_token_id]
+        types += [segment] * (length + 1)
+        word_of_piece.append(None)
+    pieces = tokenizer.convert_ids_to_tokens(input_ids)
+    return _Encoded(input_ids, types, pieces, word_of_piece, words, segments)
+
+
+def check_layers(layers: Sequence[int], num_layers: int) -> tuple[int, ...]:
+    """The layers as asked, checked: 0 the embeddings, 1..N the layers, -1..-(N+1) from the top.
+
+    Raises:
+        ValueError: no layer, or one the model does not have.
+    """
+    if not layers:
+        raise ValueError("choose at least one layer")
+    for layer in layers:
+        if not -num_layers - 1 <= layer <= num_layers:
+            raise ValueError(f"the model has hidden states 0..{num_layers}, not {layer}")
+    return tuple(layers)
+
+
+@torch.inference_mode()
+def extract_features(
+    model: BertModel,
+    tokenizer: Tokenizer,
+    texts: Sequence[str | tuple[str, str]],
+    layers: Sequence[int] = (-1,),
+    pooling: str = "pieces",
+    batch_size: int = 32,
+    max_length: int | None = None,
+) -> Features:
+    """The hidden states of `layers` for each text or (text, pair), one row per `pooling` unit.
+
+    Equal to `transformers.BertModel(output_hidden_states=True)`'s `hidden_states[layer]` at the
+    same pieces (tests/golden/test_features_parity.py): batches group texts of similar length,
+    and padding does not change a real piece's vector.
+
+    Args:
+        model: an encoder in eval mode.
+        tokenizer: its tokenizer.
+        texts: strings, or (A, B) pairs.
+        layers: hidden states to keep: 0 the embeddings, k layer k, negative from the top.
+        pooling: one of POOLINGS.
+        batch_size: texts per forward pass.
+        max_length: pieces per input at most, [CLS] and [SEP] included; None: the model's
+            max_position_embeddings.
+
+    Returns:
+        `Features` with vectors (rows, len(layers), H).
+
+    Raises:
+        ValueError: an unknown pooling, a layer the model lacks, an empty text.
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    layers = check_layers(layers, model.config.num_hidden_layers)
+    limit = max_length or model.config.max_position_embeddings
+    encoded = []
+    for item in texts:
+        text, text_b = (item, None) if isinstance(item, str) else item
+        encoded.append(encode_for_features(tokenizer, text, text_b, limit))
+        if not encoded[-1].words:
+            raise ValueError(f"nothing to embed in {item!r}")
+    per_text: list[np.ndarray | None] = [None] * len(encoded)
+    device = model.embeddings.word_embeddings.weight.device
+    lengths = [len(item.input_ids) for item in encoded]
+    for indices in sorted_length_batches(lengths, batch_size):
+        ids, mask = pad_sequences(
+            [encoded[i].input_ids for i in indices], model.config.pad_token_id
+        )
+        types, _ = pad_sequences([encoded[i].token_type_ids for i in indices], 0)
+        output = model(ids.to(device), mask.to(device), types.to(device), output_hidden_states=True)
+        chosen = torch.stack([output.hidden_states[layer] for layer in layers], dim=2)
+        chosen = chosen.float().cpu()  # (B, L, J, H)
+        for row, index in enumerate(indices):
+            per_text[index] = _pool(chosen[row], mask[row], encoded[index], pooling)
+    records, start = [], 0
+    for item, rows, encoding in zip(texts, per_text, encoded, strict=True):
+        record = _record(item, encoding, pooling, start, start + len(rows))
+        records.append(record)
+        start += len(rows)
+    hidden = model.config.hidden_size
+    vectors = np.concatenate(per_text) if per_text else np.zeros((0, len(layers), hidden))
+    return Features(vectors.astype(np.float32), layers, pooling, records)
+
+
+def _pool(hidden: torch.Tensor, mask: torch.Tensor, encoded: _Encoded, pooling: str) -> np.ndarray:
+    """One text's rows: hidden (L, J, H) with its padding, mask (L,) -> (units, J, H)."""
+    real = hidden[: len(encoded.input_ids)]  # (l, J, H)
+    if pooling == "pieces":
+        return real.numpy()
+    if pooling in PER_TEXT:
+        if pooling == "cls":
+            return real[:1].numpy()  # (1, J, H)
+        if pooling == "last":
+            return real[int(last_real_positions(mask[None])[0])][None].numpy()
+        return real.mean(dim=0, keepdim=True).numpy()
+    words = torch.tensor([-1 if w is None else w for w in encoded.word_of_piece])  # (l,)
+    rows = []
+    for word in range(len(encoded.words)):
+        pieces = (words == word).nonzero().flatten()
+        chosen = real[pieces[:1]] if pooling == "first" else real[pieces]  # (k, J, H)
+        rows.append(chosen.mean(dim=0))
+    return torch.stack(rows).numpy() if rows else np.zeros((0, *real.shape[1:]), np.float32)
+
+
+def _record(
+    item: str | tuple[str, str], encoded: _Encoded, pooling: str, start: int, end: int
+) -> dict[str, Any]:
+    text, text_b = (item, None) if isinstance(item, str) else item
+    record: dict[str, Any] = {"text": text}
+    if text_b is not None:
+        record["text_b"] = text_b
+    if pooling == "pieces":
+        record["units"] = encoded.pieces
+        record["segments"] = encoded.token_type_ids
+    elif pooling in PER_TEXT:
+        record["units"] = [pooling]
+        record["segments"] = [0]
+    else:
+        record["units"] = encoded.words
+        record["segments"] = encoded.word_segments
+    return record | {"start": start, "end": end}
+
+
+def save_features(
+    features: Features,
+    directory: str | os.PathLike,
+    file_format: str = "npy",
+    metadata: dict[str, Any] | None = None,
+) -> Path:
+    """Write DIRECTORY/features.npy (or .safetensors, tensor `features`), index.jsonl (one
+    record per text, in order) and features.json (layers, pooling, shape and `metadata`).
+
+    Raises:
+        ValueError: an unknown format.
+    """
+    if file_format not in FORMATS:
+        raise ValueError(f"unknown format {file_format!r}; choose one of {', '.join(FORMATS)}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{FEATURES_NAME}.{file_format}"
+    with atomic_file(path) as temporary:
+        if file_format == "npy":
+            with open(temporary, "wb") as file:
+                np.save(file, features.vectors)
+        else:
+            save_file({FEATURES_NAME: np.ascontiguousarray(features.vectors)}, str(temporary))
+    lines = [json.dumps(record, ensure_ascii=False) for record in features.records]
+    write_text(directory / INDEX_FILE, "".join(line + "\n" for line in lines))
+    meta = {
+        "file": path.name,
+        "shape": list(features.vectors.shape),
+        "dtype": "float32",
+        "axes": ["row", "layer", "hidden"],
+        "layers": list(features.layers),
+        "pooling": features.pooling,
+    }
+    write_json(directory / META_FILE, meta | (metadata or {}))
+    return path
+
+
+def load_features(directory: str | os.PathLike) -> Features:
+    """Features written by `save_features` (or `bertlab embed --out DIRECTORY`).
+
+    Raises:
+        FileNotFoundError: a file of the layout is missing.
+    """
+    directory = Path(directory)
+    meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
+    path = directory / meta["file"]
+    if path.suffix == ".npy":
+        vectors = np.load(path)
+    else:
+        vectors = load_file(str(path))[FEATURES_NAME]
+    lines = (directory / INDEX_FILE).read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    return Features(vectors, tuple(meta["layers"]), meta["pooling"], records)

@@ -2,13 +2,18 @@
 
 Both work on any bertlab or Hugging Face-layout directory that holds `config.json`, the weights
 and `vocab.txt`. Fill-mask needs the masked-LM head, which pre-trained checkpoints have and
-fine-tuned ones usually do not; attention maps need only the encoder.
+fine-tuned ones usually do not, and a model that reads both sides (a left-to-right model
+predicts the next token instead: `bertlab.language_model`); attention maps need only the
+encoder. Figures with Chinese text find a CJK font (`cjk_fonts`) or say in the figure that
+there is none.
 """
 
 # Shapes: B batch, L sequence length, N attention heads, V vocab, P masks per text.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import math
 import os
 import warnings
@@ -20,8 +25,11 @@ import torch
 
 from bertlab import checkpoint
 from bertlab.atomic import atomic_file
+from bertlab.config import BertConfig
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import MASK_TOKEN, Tokenizer, is_cjk_ideograph
+
+logger = logging.getLogger(__name__)
 
 MLM_HEAD_KEY = "cls.predictions.transform.dense.weight"
 ATTENTION_COLUMNS = 4  # heads per row of the attention figure
@@ -40,6 +48,15 @@ CJK_FONTS = (
     "PingFang SC",
     "Heiti SC",
 )
+# The Noto Sans CJK collection (SIL Open Font License 1.1) as a Python package, a dependency of
+# bertlab: used when the machine has none of CJK_FONTS.
+CJK_FONT_PACKAGE = "noto_cjk_sans_otc"
+CJK_FONT_FILE = "NotoSansCJK-Regular.ttc"
+PACKAGED_CJK_FONT = "Noto Sans CJK SC"
+NO_CJK_FONT_NOTE = (
+    "no CJK font found (install fonts-noto-cjk, or `pip install noto-cjk-sans-otc`): "
+    "Chinese characters show as boxes"
+)
 
 
 @dataclass(frozen=True)
@@ -57,16 +74,41 @@ def load_for_fill_mask(directory: str | os.PathLike) -> tuple[BertForPreTraining
     Raises:
         ValueError: the checkpoint has no masked-LM head (a fine-tuned model, for instance).
     """
+    model, tokenizer = load_with_lm_head(directory)
+    check_reads_both_sides(model.config, directory)
+    return model, tokenizer
+
+
+def load_with_lm_head(directory: str | os.PathLike) -> tuple[BertForPreTraining, Tokenizer]:
+    """The model with its language-model head (masked or left-to-right), and its tokenizer.
+
+    Raises:
+        ValueError: the checkpoint has no LM head (a fine-tuned model, for instance).
+    """
     config_values, weights = checkpoint.read_model(directory)
     keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
     if MLM_HEAD_KEY not in keys:
         architecture = (config_values.get("architectures") or ["a model without it"])[0]
         raise ValueError(
-            f"{directory} has no masked-LM head ({architecture}); fill-mask needs a pre-trained "
+            f"{directory} has no language-model head ({architecture}); this needs a pre-trained "
             "model such as the OUT/final of `bertlab pretrain`"
         )
     model = BertForPreTraining.from_pretrained(directory).eval()
     return model, Tokenizer.from_pretrained(directory)
+
+
+def check_reads_both_sides(config: BertConfig, name: str | os.PathLike = "the model") -> None:
+    """Refuse a left-to-right model where a [MASK] is to be filled from both sides.
+
+    Raises:
+        ValueError: `config.is_causal`.
+    """
+    if config.is_causal:
+        raise ValueError(
+            f"{name} is a left-to-right (causal) model: it predicts the next token from the "
+            "words before it and never saw a [MASK] filled from both sides; use `bertlab "
+            "generate` to continue a text or `bertlab score-text` to score one"
+        )
 
 
 def fill_mask(
@@ -101,10 +143,12 @@ def fill_masks(
         Per text, in order, one `MaskPrediction` per [MASK].
 
     Raises:
-        ValueError: a text has no [MASK] (or every [MASK] was cut off), or `top_k` < 1.
+        ValueError: a text has no [MASK] (or every [MASK] was cut off), `top_k` < 1, or the
+            model is a left-to-right one.
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
+    check_reads_both_sides(model.config)
     for text in texts:
         if MASK_TOKEN not in text:
             raise ValueError(f"the text has no {MASK_TOKEN} to fill: {text!r}")
@@ -177,12 +221,41 @@ def all_attention_maps(
     return pieces, torch.stack([layer[0] for layer in output.attentions]).float()
 
 
+def cjk_fonts(texts: Sequence[str]) -> tuple[list[str], str]:
+    """Font families for a figure's text, and a note to show when Chinese cannot be drawn.
+
+    Text without CJK ideographs needs only matplotlib's DejaVu Sans. Otherwise the first installed
+    font of CJK_FONTS comes first, else the Noto Sans CJK package bertlab depends on; when neither
+    is there, the note says so (and a warning is logged): the figure must not show silent boxes.
+
+    Returns:
+        (font families, first choice first; "" or the note).
+    """
+    if not any(is_cjk_ideograph(character) for text in texts for character in text):
+        return ["DejaVu Sans"], ""
+    font = _cjk_font()
+    if font is None:
+        logger.warning(NO_CJK_FONT_NOTE)
+        return ["DejaVu Sans"], NO_CJK_FONT_NOTE
+    return [font, "DejaVu Sans"], ""
+
+
 def _cjk_font() -> str | None:
-    """The first installed font of `CJK_FONTS`, or None."""
+    """The first installed font of `CJK_FONTS`, else the packaged Noto Sans CJK, or None."""
     from matplotlib import font_manager
 
     installed = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
+    found = next((name for name in CJK_FONTS if name in installed), None)
+    if found is not None:
+        return found
+    spec = importlib.util.find_spec(CJK_FONT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / CJK_FONT_FILE
+    if not path.is_file():
+        return None
+    font_manager.fontManager.addfont(str(path))
+    return PACKAGED_CJK_FONT
 
 
 def plot_attention(
@@ -194,14 +267,8 @@ def plot_attention(
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    note = ""
-    families = ["DejaVu Sans"]
-    if any(is_cjk_ideograph(character) for piece in pieces for character in piece):
-        cjk_font = _cjk_font()
-        if cjk_font is None:
-            note = " (no CJK font installed, e.g. fonts-noto-cjk: ideographs show as boxes)"
-        else:
-            families.insert(0, cjk_font)
+    families, note = cjk_fonts(pieces)
+    note = f" ({note})" if note else ""
     num_heads = attentions.shape[0]
     columns = min(ATTENTION_COLUMNS, num_heads)
     rows = math.ceil(num_heads / columns)

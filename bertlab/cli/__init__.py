@@ -16,8 +16,11 @@ from collections.abc import Callable, Sequence
 from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError
 from bertlab.cli.convert import add_convert_command
 from bertlab.cli.demo import add_demo_command
+from bertlab.cli.embed import add_embed_command
 from bertlab.cli.experiment import add_experiment_commands
 from bertlab.cli.inspection import add_inspection_commands
+from bertlab.cli.language_model import add_language_model_commands
+from bertlab.cli.neighbours import add_neighbours_commands
 from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.serve import add_serve_command
 from bertlab.cli.tasks import add_task_commands
@@ -29,6 +32,9 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_pretrain_command,
     add_task_commands,
     add_inspection_commands,
+    add_embed_command,
+    add_neighbours_commands,
+    add_language_model_commands,
     add_experiment_commands,
     add_convert_command,
     add_serve_command,

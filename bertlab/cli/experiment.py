@@ -1,5 +1,7 @@
 """`bertlab experiment transfer`: pre-train on a budget, then measure what it buys downstream;
-`bertlab experiment strategies`: fine-tuning strategies with few labels."""
+`bertlab experiment ablation`: BERT's ablations of its pre-training tasks and of fine-tuning
+against features, side by side; `bertlab experiment strategies`: fine-tuning strategies with
+few labels."""
 
 from __future__ import annotations
 
@@ -141,7 +143,110 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--no-progress", action="store_true", help="hide progress bars")
     transfer.set_defaults(handler=run_transfer_command)
+    add_ablation_command(commands)
     add_strategies_command(commands)
+
+
+def add_ablation_command(commands: argparse._SubParsersAction) -> None:
+    from bertlab.apps.ablation import (
+        DEFAULT_BUDGET_MINUTES,
+        FEATURE_LEARNING_RATE,
+        FINETUNE_LEARNING_RATE,
+        ROWS,
+        TASKS,
+    )
+    from bertlab.config import PRESETS
+
+    ablation = commands.add_parser(
+        "ablation",
+        help="BERT's Tables 5-7 on a budget: MLM+NSP, MLM, left-to-right, + BiLSTM, word "
+        "vectors, no pre-training; fine-tuning against features",
+        description="Pre-train the same shape on the same corpus for the same minutes with "
+        "MLM + NSP, MLM only and a left-to-right LM (the budget recipe otherwise), fine-tune "
+        "each, the left-to-right model under a BiLSTM, a random encoder with word2vec "
+        "embeddings and a random encoder on SST-2, MRPC, CoNLL-2003 and SQuAD with several "
+        "seeds, and the frozen MLM + NSP encoder's layers through a BiLSTM on CoNLL-2003 (BERT "
+        "Table 7). Writes OUT/table.md (the paper's layout, with its figures beside ours), "
+        "OUT/ablation.png and OUT/results.json; running the same command again continues an "
+        "interrupted run. See docs/word2vec-to-bert.md#the-ablations.",
+    )
+    add = ablation.add_argument
+    add("--data", required=True, help="the data directory (layout of ../shared/data)")
+    add("--out", required=True, help="experiment directory")
+    add(
+        "--budget",
+        type=parse_duration,
+        default=DEFAULT_BUDGET_MINUTES * 60,
+        help="pre-training time of each objective, e.g. 10m (default: %(default)gs)",
+    )
+    add("--seeds", default="1,2,3", help="fine-tuning seeds (default: %(default)s)")
+    add(
+        "--tasks",
+        help=f"comma-separated subset of {', '.join(t.name for t in TASKS)} (default: all)",
+    )
+    add("--rows", default=",".join(ROWS), help="Table 5's rows to run (default: %(default)s)")
+    add(
+        "--no-feature-based",
+        action="store_true",
+        help="skip Table 7's feature-based block on CoNLL-2003",
+    )
+    add(
+        "--model-size",
+        choices=list(PRESETS),
+        help="the encoder's shape (default: the budget recipe's for the minutes)",
+    )
+    add(
+        "--model-sizes",
+        default="",
+        help="Table 6: more shapes for the MLM + NSP row, same minutes, e.g. mini,small",
+    )
+    add("--corpus", nargs="+", help="pre-training files (default: the English corpora of --data)")
+    add("--tokenizer", help="vocab.txt or tokenizer directory (default: trained on the corpus)")
+    add(
+        "--learning-rate",
+        type=float,
+        default=FINETUNE_LEARNING_RATE,
+        help="fine-tuning learning rate (default: %(default)g)",
+    )
+    add(
+        "--feature-learning-rate",
+        type=float,
+        default=FEATURE_LEARNING_RATE,
+        help="learning rate of the feature-based rows (default: %(default)g)",
+    )
+    add(
+        "--max-examples",
+        type=int,
+        help="cap every task's training, dev and test parts at N examples: a quick look "
+        "(default: the experiment's sizes)",
+    )
+    add("--no-progress", action="store_true", help="hide progress bars")
+    ablation.set_defaults(handler=run_ablation_command)
+
+
+def run_ablation_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertlab.apps.ablation import AblationConfig, run_ablation
+
+    config = AblationConfig(
+        data_dir=Path(args.data),
+        out=Path(args.out),
+        budget_minutes=args.budget / 60,
+        seeds=_numbers(args.seeds, "--seeds", int),
+        tasks=_names(args.tasks) if args.tasks else None,
+        rows=_names(args.rows),
+        feature_based=not args.no_feature_based,
+        model_size=args.model_size,
+        model_sizes=_names(args.model_sizes),
+        corpus=tuple(args.corpus) if args.corpus else None,
+        tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+        learning_rate=args.learning_rate,
+        feature_learning_rate=args.feature_learning_rate,
+        max_examples=args.max_examples,
+    )
+    run_ablation(config, show_progress=not args.no_progress)
+    return 0
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -137,6 +137,7 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=defaults.precision)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     _add_strategy_flags(parser, defaults, SCHEDULES)
+    _add_feature_flags(parser)
     _add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
@@ -194,6 +195,31 @@ def _add_strategy_flags(
         help="Keras' staged recipe: the task layer alone (encoder frozen) for N epochs, then "
         "everything not frozen by --freeze-layers, with a fresh optimizer and schedule at the "
         "full rate (default: %(default)s, off)",
+    )
+
+
+def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.heads import LAYER_COMBINATIONS
+
+    group = parser.add_argument_group(
+        "feature-based",
+        "what the task layer reads besides the last layer (BERT Sec. 5.3, Table 7; "
+        "docs/word2vec-to-bert.md#feature-based-fine-tuning)",
+    )
+    group.add_argument(
+        "--features",
+        choices=LAYER_COMBINATIONS,
+        help="feature-based: the encoder frozen (no dropout), the task layer reads this "
+        "combination of its hidden states: the embeddings, one layer, the sum or concatenation "
+        "of the last four, the sum of all, or ELMo's scalar mix (softmax weights over every "
+        "layer and a scale, learned with the task)",
+    )
+    group.add_argument(
+        "--bilstm",
+        action="store_true",
+        help="a randomly initialized two-layer BiLSTM between the encoder (or its --features) "
+        "and the task layer; without --features the encoder is fine-tuned under it (BERT "
+        "Table 5's '+ BiLSTM')",
     )
 
 
@@ -319,6 +345,38 @@ def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
     return make_task(args.task, columns, _data_config(args, saved, is_qa))
 
 
+def _with_features(args: argparse.Namespace, task):
+    """The task with the feature-based head --features and --bilstm ask for (if any)."""
+    import dataclasses
+
+    from bertlab.heads import FeatureHeadConfig
+
+    if args.features is None and not args.bilstm:
+        return task
+    if args.features is not None:
+        clashing = [
+            flag
+            for flag, is_set in (
+                ("--freeze-encoder", args.freeze_encoder),
+                ("--freeze-layers", bool(args.freeze_layers)),
+                ("--layerwise-lr-decay", args.layerwise_lr_decay != 1.0),
+                ("--gradual-unfreezing", args.gradual_unfreezing),
+                ("--head-warmup-epochs", bool(args.head_warmup_epochs)),
+            )
+            if is_set
+        ]
+        if clashing:
+            raise CommandError(
+                f"--features freezes the whole encoder: {', '.join(clashing)} would change nothing"
+            )
+    features = FeatureHeadConfig(
+        layers=args.features or "last",
+        use_bilstm=args.bilstm,
+        do_freeze_encoder=args.features is not None,
+    )
+    return dataclasses.replace(task, features=features)
+
+
 def _finetune_config(args: argparse.Namespace, seed: int):
     from bertlab.config import FinetuneConfig
 
@@ -389,7 +447,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
     _set_threads(args)
-    task = _task(args)
+    task = _with_features(args, _task(args))
     source = _model_source(args)
     seeds = _seeds(args)
     config = _finetune_config(args, args.seed)  # validates the flags before reading data

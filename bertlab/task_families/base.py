@@ -32,7 +32,7 @@ from bertlab.config import BertConfig, TaskDataConfig, read_json_object
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.data.tasks.registry import TaskSpec
-from bertlab.heads import BertForTask, TaskOutput
+from bertlab.heads import BertForTask, FeatureHeadConfig, TaskOutput
 from bertlab.metrics import METRIC_SETS
 from bertlab.runtime import autocast
 from bertlab.tokenization import Tokenizer
@@ -109,7 +109,9 @@ def _jsonl(records: Sequence[dict]) -> str:
 
 @dataclass(frozen=True)
 class Task:
-    """One task: its registry entry, the columns of generic classification files, input settings.
+    """One task: its registry entry, the columns of generic classification files, input settings
+    and, for a feature-based head, how the head reads the encoder (`heads.FeatureHeadConfig`;
+    None: BERT's fine-tuning head).
 
     Subclasses implement one task family each; `make_task` picks the subclass.
     """
@@ -117,6 +119,7 @@ class Task:
     spec: TaskSpec
     columns: ColumnSpec | None = None
     data: TaskDataConfig = dataclasses.field(default_factory=TaskDataConfig)
+    features: FeatureHeadConfig | None = None
 
     head_class: ClassVar[type[BertForTask]]
     reduce: ClassVar[Callable[[TaskOutput], torch.Tensor]] = staticmethod(_logits)
@@ -160,8 +163,12 @@ class Task:
         """The head's label names, learned from training examples; None for label-free heads."""
         return None
 
+    def head_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments every head of this task takes: its `features`, when set."""
+        return {} if self.features is None else {"features": self.features}
+
     def new_head(self, config: BertConfig, label_names: Sequence[str] | None) -> BertForTask:
-        return self.head_class(config)
+        return self.head_class(config, **self.head_kwargs())
 
     def holdout_group(self, example: Any, index: int) -> object:
         """Examples of one group go to the same side of a train/dev split."""
@@ -170,9 +177,9 @@ class Task:
     def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> BertForTask:
         """The head of `directory`; with `label_names`, a label head gets that label set."""
         if label_names is None:
-            return self.head_class.from_pretrained(directory)
+            return self.head_class.from_pretrained(directory, **self.head_kwargs())
         return self.head_class.from_pretrained(
-            directory, id2label=dict(enumerate(label_names)), num_labels=None
+            directory, id2label=dict(enumerate(label_names)), num_labels=None, **self.head_kwargs()
         )
 
     def encode(

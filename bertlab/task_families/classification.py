@@ -69,13 +69,17 @@ class ClassificationTask(Task):
 
     def new_head(self, config: BertConfig, label_names: Sequence[str] | None) -> BertForTask:
         if self.is_regression:
-            return BertForSequenceClassification(config, num_labels=1, problem_type="regression")
-        return BertForSequenceClassification(config, id2label=dict(enumerate(label_names)))
+            return BertForSequenceClassification(
+                config, num_labels=1, problem_type="regression", **self.head_kwargs()
+            )
+        return BertForSequenceClassification(
+            config, id2label=dict(enumerate(label_names)), **self.head_kwargs()
+        )
 
     def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> BertForTask:
         if self.is_regression:
             return BertForSequenceClassification.from_pretrained(
-                directory, num_labels=1, problem_type="regression"
+                directory, num_labels=1, problem_type="regression", **self.head_kwargs()
             )
         return super().load_head(directory, label_names)
 

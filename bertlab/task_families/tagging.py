@@ -54,7 +54,9 @@ class TaggingTask(Task):
         return (OUTSIDE_TAG, *sorted(tags, key=lambda tag: (tag[2:], tag[:1])))
 
     def new_head(self, config: BertConfig, label_names: Sequence[str] | None) -> BertForTask:
-        return BertForTokenClassification(config, id2label=dict(enumerate(label_names)))
+        return BertForTokenClassification(
+            config, id2label=dict(enumerate(label_names)), **self.head_kwargs()
+        )
 
     def encode(
         self,

@@ -64,6 +64,9 @@ MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
 EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
 PREFETCH_BATCHES = 8  # batches a data worker keeps ready
 SECONDS_PER_MINUTE = 60.0
+# A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
+# statistics, summed in the masked-LM slots, are logged under a language model's names.
+CAUSAL_NAMES = {"mlm_loss": "lm_loss", "mlm_accuracy": "lm_accuracy"}
 # Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
 # token detection (`bertlab.electra`); rtd_weighted_loss_sum counts it as the loss does.
 STATS = (
@@ -83,6 +86,8 @@ CURVE_PANELS = (
     ("loss", "loss (nats)", "total loss"),
     ("mlm_loss", "loss (nats)", "masked-LM loss"),
     ("mlm_accuracy", "accuracy", "masked-LM accuracy"),
+    ("lm_loss", "loss (nats)", "left-to-right LM loss"),
+    ("lm_accuracy", "accuracy", "next-token accuracy"),
     ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
     ("rtd_loss", "loss (nats)", "replaced-token detection loss"),
     ("rtd_accuracy", "accuracy", "replaced-token detection accuracy"),
@@ -409,6 +414,7 @@ class _Run:
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
         values = evaluate(self.model, batches, self.device, self.precision)
+        values = _named(values, self.data_config)
         self.model.train()
         self.metrics.log("eval", self.progress.step, tokens=self.progress.tokens, **values)
         return values
@@ -448,7 +454,7 @@ class _Run:
             elapsed_seconds=round(self.progress.elapsed, 3),
             learning_rate=self.optimizer.param_groups[0]["lr"],
             tokens_per_second=float(window[STAT_TOKENS]) / max(seconds, 1e-9),
-            **_summary(window),
+            **_named(_summary(window), self.data_config),
         )
 
     def _plot(self) -> None:
@@ -582,6 +588,13 @@ def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> tor
             stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
         stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
     return stats
+
+
+def _named(values: dict[str, float], data_config: PretrainDataConfig) -> dict[str, float]:
+    """`values` with a causal run's masked-LM names changed to CAUSAL_NAMES."""
+    if data_config.objective != "clm":
+        return values
+    return {CAUSAL_NAMES.get(name, name): value for name, value in values.items()}
 
 
 def _summary(stats: torch.Tensor) -> dict[str, float]:

@@ -6,6 +6,11 @@ rest from scratch. Here the "words" are the WordPiece pieces of the model's own 
 from the same tokenized corpus that pre-training reads, so a piece's row of the embedding matrix
 is that piece's vector.
 
+Words, not pieces, for looking at the vectors themselves (`bertlab neighbours word2vec`, the
+`most_similar` of the lectures: 青蛙 -> 老鼠, 乌龟): `write_word_corpus` splits plain text into
+words once (English with BERT's basic tokenizer, lower-cased; Chinese with jieba) and
+`train_word_level_vectors` trains on that file, one word per vector whatever its pieces.
+
 Scale: a vector's coordinates are in gensim's units (a standard deviation of about 0.1 to 0.5),
 the rest of a BERT starts at `initializer_range` (0.02). `embedding_rows` multiplies every vector
 by one factor, `initializer_range / std(all vectors)`, so the warm-started rows have the
@@ -17,10 +22,13 @@ without a vector (the special tokens, pieces the corpus never uses) keep their r
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,11 +37,16 @@ from gensim.models.keyedvectors import KeyedVectors
 
 from bertlab.atomic import atomic_file
 from bertlab.data.corpus_format import TokenizedCorpus
+from bertlab.tokenization import build_normalizer, build_pre_tokenizer
 
 logger = logging.getLogger(__name__)
 
 METHODS = {"skip-gram": 1, "cbow": 0}  # gensim's `sg` flag
 VECTORS_FILE = "word_vectors.bin"  # word2vec's binary format: no pickle
+WORD_LANGS = ("en", "zh")
+WORD_MIN_COUNT = 5  # word2vec's (and gensim's) default: rarer words get no vector
+GZIP_MAGIC = b"\x1f\x8b"
+_HAS_WORD_CHARACTER = re.compile(r"\w")  # a word, not a punctuation mark
 
 
 @dataclass(frozen=True)
@@ -165,3 +178,122 @@ def warm_start(embeddings: torch.nn.Embedding, vectors: KeyedVectors, std: float
     with torch.no_grad():
         embeddings.weight.copy_(rows)
     return count
+
+
+# --- words instead of pieces ----------------------------------------------------------------------
+
+
+def read_lines(paths: Sequence[str | os.PathLike]) -> Iterator[str]:
+    """The non-blank lines of text files, plain or gzipped (by their first bytes), stripped.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+    """
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise FileNotFoundError(f"file not found: {path}")
+        with open(path, "rb") as raw:
+            is_gzip = raw.read(2) == GZIP_MAGIC
+        opener = gzip.open if is_gzip else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.strip():
+                    yield line.strip()
+
+
+def word_splitter(lang: str) -> Callable[[str], list[str]]:
+    """text -> its words, punctuation left out.
+
+    English: BERT's basic tokenizer (uncased: lower-cased, accents stripped; split on whitespace
+    and punctuation), "Don't panic!" -> ["don", "t", "panic"]. Chinese: jieba's words,
+    "我喜欢自然语言处理" -> ["我", "喜欢", "自然语言", "处理"].
+
+    Raises:
+        ValueError: a language other than WORD_LANGS.
+    """
+    if lang not in WORD_LANGS:
+        raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(WORD_LANGS)}")
+    if lang == "zh":
+        import jieba  # imported here: loading its dictionary takes a second or more
+
+        def chinese(text: str) -> list[str]:
+            return [w for w in jieba.lcut(text) if w.strip() and _HAS_WORD_CHARACTER.search(w)]
+
+        return chinese
+    normalizer = build_normalizer(lowercase=True, strip_accents=True)
+    pre_tokenizer = build_pre_tokenizer(handle_chinese_chars=True)
+
+    def english(text: str) -> list[str]:
+        words = pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
+        return [word for word, _ in words if _HAS_WORD_CHARACTER.search(word)]
+
+    return english
+
+
+def write_word_corpus(
+    paths: Sequence[str | os.PathLike],
+    lang: str,
+    out_path: str | os.PathLike,
+    max_words: int | None = None,
+) -> int:
+    """Split every line of `paths` into words (`word_splitter`) and write them, one line per
+    input line, space-separated: the `corpus_file` word2vec reads. Returns the words written.
+
+    Raises:
+        ValueError: no word at all, or an unknown language.
+    """
+    split = word_splitter(lang)
+    count = 0
+    with atomic_file(out_path) as temporary, open(temporary, "w", encoding="utf-8") as out:
+        for line in read_lines(paths):
+            words = split(line)
+            if max_words is not None:
+                words = words[: max_words - count]
+            if words:
+                out.write(" ".join(words) + "\n")
+                count += len(words)
+            if max_words is not None and count >= max_words:
+                break
+    if not count:
+        raise ValueError(f"no words in {', '.join(map(str, paths))}")
+    return count
+
+
+def train_word_level_vectors(
+    corpus_file: str | os.PathLike, config: WordVectorConfig
+) -> KeyedVectors:
+    """word2vec over a file of `write_word_corpus`: keys are the words themselves.
+
+    Raises:
+        ValueError: no word occurs `config.min_count` times.
+    """
+    workers = config.workers or len(os.sched_getaffinity(0))
+    model = Word2Vec(
+        corpus_file=str(corpus_file),
+        vector_size=config.vector_size,
+        sg=METHODS[config.method],
+        window=config.window,
+        negative=config.negative,
+        sample=config.sample,
+        epochs=config.epochs,
+        min_count=config.min_count,
+        seed=config.seed,
+        workers=workers,
+    )
+    if not len(model.wv):
+        raise ValueError(f"no word occurs {config.min_count} times in {corpus_file}")
+    logger.info("word vectors: %d words x %d", len(model.wv), config.vector_size)
+    return model.wv
+
+
+def nearest_words(vectors: KeyedVectors, word: str, top_k: int = 10) -> list[tuple[str, float]]:
+    """gensim's `most_similar`: the `top_k` words of highest cosine similarity to `word`.
+
+    Raises:
+        ValueError: the word has no vector (unseen, or rarer than the training's min_count).
+    """
+    if word not in vectors.key_to_index:
+        raise ValueError(
+            f"{word!r} has no vector: it was not in the corpus, or fewer times than min_count"
+        )
+    return [(other, float(score)) for other, score in vectors.most_similar(word, topn=top_k)]

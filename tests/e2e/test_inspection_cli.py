@@ -67,7 +67,7 @@ def test_cli_prints_predictions_and_draws_attention(model_dirs, tmp_path, capsys
 
 def test_cli_errors_are_one_line(model_dirs, tmp_path, capsys) -> None:
     cases = [
-        (["fill-mask", "--model", str(model_dirs[1]), "w1 [MASK]"], "no masked-LM head"),
+        (["fill-mask", "--model", str(model_dirs[1]), "w1 [MASK]"], "no language-model head"),
         (["fill-mask", "--model", str(model_dirs[0]), "no mask here"], "has no [MASK]"),
         (["fill-mask", "--model", str(tmp_path / "nowhere"), "[MASK]"], "nowhere"),
         (["attention", "--model", str(model_dirs[0]), "--text", "w1", "--layer", "9",

@@ -111,7 +111,8 @@ def test_objectives_mlm_and_clm_train(pretrain_files, tmp_path) -> None:
         config = json.loads((out / "final" / "config.json").read_text())
         assert config["is_decoder"] is (objective == "clm")
         records = read_metrics(out / "metrics.jsonl")
-        assert "nsp_loss" not in records[-1] and records[-1]["mlm_loss"] > 0
+        loss = "lm_loss" if objective == "clm" else "mlm_loss"  # next-token or masked tokens
+        assert "nsp_loss" not in records[-1] and records[-1][loss] > 0
 
 
 def _run_cli(args: list[str]) -> subprocess.Popen:

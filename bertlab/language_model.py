@@ -1,0 +1,190 @@
+"""A pre-trained model as a language model: how probable is a sentence, and what comes next.
+
+- A left-to-right model (`BertConfig.is_causal`, pre-trained with `--objective clm`: BERT
+  Table 5's "LTR", GPT's objective) gives a sentence's log-probability, the sum over its pieces of
+  log P(piece | the pieces before it), ending with the end of the sentence ([SEP]), and samples
+  continuations of a prompt (`generate`: temperature and top-k sampling).
+- A masked model has no left-to-right factorization. Its pseudo-log-likelihood (Salazar et al.
+  2020, "Masked Language Model Scoring", Sec. 2.1) masks each piece in turn and sums
+  log P_MLM(piece | every other piece): not a probability, but it ranks sentences the same way a
+  language model does, e.g. a real sentence above its shuffled words.
+"""
+
+# Shapes: B batch, L sequence length, V vocab, P masked positions per sequence.
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from bertlab.features import pad_sequences
+from bertlab.modeling import BertForPreTraining
+from bertlab.tokenization import Tokenizer
+
+LOG_PROBABILITY = "log-probability"  # a causal model's: a true log-probability
+PSEUDO_LOG_LIKELIHOOD = "pseudo-log-likelihood"  # a masked model's (Salazar et al. 2020)
+DEFAULT_TOP_K = 50  # sampling: only the 50 most probable next pieces (Fan et al. 2018)
+DEFAULT_MAX_NEW_TOKENS = 40
+
+
+@dataclass(frozen=True)
+class SentenceScore:
+    """How probable one sentence is under a model, in nats.
+
+    `pieces` are the scored pieces (a causal model's include the closing [SEP]: the end of the
+    sentence) and `log_probs` their log-probabilities (or pseudo-log-likelihood terms).
+    """
+
+    text: str
+    kind: str  # LOG_PROBABILITY or PSEUDO_LOG_LIKELIHOOD
+    pieces: list[str]
+    log_probs: list[float]
+
+    @property
+    def total(self) -> float:
+        """The sentence's (pseudo-)log-likelihood: the sum over its pieces."""
+        return float(sum(self.log_probs))
+
+    @property
+    def perplexity(self) -> float:
+        """exp(-mean log-probability per piece): the (pseudo-)perplexity."""
+        return math.exp(-self.total / max(1, len(self.log_probs)))
+
+
+def score_texts(
+    model: BertForPreTraining, tokenizer: Tokenizer, texts: Sequence[str], batch_size: int = 32
+) -> list[SentenceScore]:
+    """Score each text: its log-probability under a causal model, else its pseudo-log-likelihood.
+
+    Args:
+        model: a pre-trained model with its LM head, in eval mode.
+        tokenizer: its tokenizer.
+        texts: the sentences, each scored on its own as `[CLS] text [SEP]`.
+        batch_size: sequences per forward pass (a masked model runs one per piece of a text).
+
+    Returns:
+        One `SentenceScore` per text, in order.
+
+    Raises:
+        ValueError: a text without pieces.
+    """
+    encodings = tokenizer(list(texts), max_length=model.config.max_position_embeddings)
+    input_ids = encodings["input_ids"]
+    for text, ids in zip(texts, input_ids, strict=True):
+        if len(ids) <= 2:
+            raise ValueError(f"nothing to score in {text!r}")
+    if model.config.is_causal:
+        log_probs = _causal_log_probs(model, input_ids, batch_size)
+        scored = [ids[1:] for ids in input_ids]  # every piece after [CLS], [SEP] included
+        kind = LOG_PROBABILITY
+    else:
+        log_probs = _pseudo_log_likelihoods(model, tokenizer, input_ids, batch_size)
+        scored = [ids[1:-1] for ids in input_ids]  # the text's pieces, not [CLS] and [SEP]
+        kind = PSEUDO_LOG_LIKELIHOOD
+    return [
+        SentenceScore(text, kind, tokenizer.convert_ids_to_tokens(ids), values)
+        for text, ids, values in zip(texts, scored, log_probs, strict=True)
+    ]
+
+
+@torch.no_grad()
+def _causal_log_probs(
+    model: BertForPreTraining, input_ids: list[list[int]], batch_size: int
+) -> list[list[float]]:
+    """log P(x_t | x_<t) for t = 1 .. L-1 of each sequence ([CLS] is given, never scored)."""
+    results: list[list[float]] = []
+    for start in range(0, len(input_ids), batch_size):
+        rows = input_ids[start : start + batch_size]
+        ids, mask = pad_sequences(rows, model.config.pad_token_id)  # (B, L)
+        logits = model(ids, mask).mlm_logits.float()  # (B, L, V): position t predicts t + 1
+        log_probs = logits[:, :-1].log_softmax(dim=-1)  # (B, L - 1, V)
+        targets = ids[:, 1:].unsqueeze(-1)  # (B, L - 1, 1)
+        picked = log_probs.gather(-1, targets).squeeze(-1)  # (B, L - 1)
+        results += [picked[row, : len(seq) - 1].tolist() for row, seq in enumerate(rows)]
+    return results
+
+
+@torch.no_grad()
+def _pseudo_log_likelihoods(
+    model: BertForPreTraining, tokenizer: Tokenizer, input_ids: list[list[int]], batch_size: int
+) -> list[list[float]]:
+    """Salazar et al. 2020 eq. 2: for each piece t of each text (not [CLS] or [SEP]), a copy of
+    the text with t masked, and log P_MLM(x_t | the rest) at t."""
+    copies = []  # (text index, masked position, the masked sequence)
+    for index, ids in enumerate(input_ids):
+        for position in range(1, len(ids) - 1):
+            masked = list(ids)
+            masked[position] = tokenizer.mask_token_id
+            copies.append((index, position, masked))
+    results: list[list[float]] = [[] for _ in input_ids]
+    for start in range(0, len(copies), batch_size):
+        chunk = copies[start : start + batch_size]
+        ids, mask = pad_sequences([masked for _, _, masked in chunk], model.config.pad_token_id)
+        positions = torch.tensor([[position] for _, position, _ in chunk])  # (B, 1)
+        logits = model(ids, mask, masked_positions=positions).mlm_logits.float()  # (B, 1, V)
+        log_probs = logits[:, 0].log_softmax(dim=-1)  # (B, V)
+        targets = torch.tensor([input_ids[index][position] for index, position, _ in chunk])
+        picked = log_probs.gather(-1, targets[:, None]).squeeze(-1)  # (B,)
+        for (index, _, _), value in zip(chunk, picked.tolist(), strict=True):
+            results[index].append(value)
+    return results
+
+
+@torch.no_grad()
+def generate(
+    model: BertForPreTraining,
+    tokenizer: Tokenizer,
+    prompt: str,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    temperature: float = 1.0,
+    top_k: int | None = DEFAULT_TOP_K,
+    seed: int = 0,
+) -> str:
+    """Continue `prompt` with a left-to-right model: sample the next piece from
+    softmax(logits / temperature) over the `top_k` most probable, until [SEP] (the end of the
+    sentence, as pre-training saw it) or `max_new_tokens`.
+
+    Args:
+        model: a causal pre-trained model (`--objective clm`), in eval mode.
+        tokenizer: its tokenizer.
+        prompt: the beginning of the text (may be empty).
+        max_new_tokens: pieces to add at most.
+        temperature: > 0; below 1 sharpens the distribution, above 1 flattens it.
+        top_k: sample among this many pieces; None: the whole vocabulary.
+        seed: the sampling generator's seed (the same seed, the same text).
+
+    Returns:
+        The prompt and its continuation, as text.
+
+    Raises:
+        ValueError: a masked (bidirectional) model, or a bad setting.
+    """
+    if not model.config.is_causal:
+        raise ValueError(
+            "generate needs a left-to-right model (pre-trained with --objective clm); a masked "
+            "model fills in [MASK]s from both sides instead (`bertlab fill-mask`)"
+        )
+    if not temperature > 0 or max_new_tokens < 1 or (top_k is not None and top_k < 1):
+        raise ValueError("need temperature > 0, max_new_tokens >= 1 and top_k >= 1 (or None)")
+    generator = torch.Generator().manual_seed(seed)
+    ids = tokenizer(prompt)["input_ids"][:-1]  # [CLS] and the prompt's pieces, no [SEP]
+    banned = [tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.mask_token_id]
+    limit = model.config.max_position_embeddings
+    for _ in range(max_new_tokens):
+        if len(ids) >= limit:
+            break
+        last = torch.tensor([[len(ids) - 1]])  # (1, 1): predict only after the last piece
+        logits = model(torch.tensor([ids]), masked_positions=last).mlm_logits[0, 0].float()
+        logits[banned] = -math.inf  # (V,)
+        if top_k is not None and top_k < logits.numel():
+            threshold = logits.topk(top_k).values[-1]
+            logits = logits.masked_fill(logits < threshold, -math.inf)
+        probabilities = (logits / temperature).softmax(dim=-1)  # (V,)
+        piece = int(torch.multinomial(probabilities, 1, generator=generator))
+        if piece == tokenizer.sep_token_id:
+            break
+        ids.append(piece)
+    return tokenizer.decode(ids)

@@ -1,0 +1,159 @@
+"""The commands of docs/word2vec-to-bert.md on tiny inputs: `embed`, `neighbours`, `generate`,
+`score-text`, and the left-to-right model made usable (its LM loss, its sentence heads,
+fill-mask refusing it)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertlab import PretrainRun, run_pretraining
+from bertlab.cli import main
+from bertlab.config import BertConfig, FinetuneConfig
+from bertlab.data.tasks.classification import Example
+from bertlab.features import load_features
+from bertlab.task_families import make_task
+from bertlab.tokenization import Tokenizer
+from bertlab.training.finetune import ModelSource, TaskData, finetune_task
+from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+
+
+@pytest.fixture(scope="module")
+def causal_model(pretrain_files, tmp_path_factory):
+    """A tiny left-to-right model pre-trained for a few steps (`--objective clm`)."""
+    vocab, corpus = pretrain_files
+    out = tmp_path_factory.mktemp("clm") / "run"
+    run = PretrainRun(
+        corpus=[corpus],
+        out=out,
+        tokenizer=vocab,
+        model_size="tiny",
+        objective="clm",
+        max_steps=4,
+        max_seq_length=32,
+        eval_examples=8,
+        eval_every_steps=2,
+        log_every_steps=1,
+        num_workers=0,
+    )
+    return run_pretraining(run, show_progress=False, say=lambda line: None).final_dir
+
+
+def test_a_causal_run_logs_a_language_model_loss(causal_model):
+    records = read_metrics(causal_model.parent / METRICS_FILE)
+    for kind in ("train", "eval"):
+        logged = [r for r in records if r["kind"] == kind]
+        assert logged and all("lm_loss" in r and "lm_accuracy" in r for r in logged)
+        assert not any("mlm_loss" in r for r in logged)
+    assert BertConfig.from_json_file(causal_model / "config.json").is_causal
+
+
+def test_a_fine_tuned_causal_classifier_depends_on_the_sentence(causal_model, tmp_path):
+    """Must-show 5: with the last real token read, two sentences get different predictions
+    (reading [CLS], which sees only itself under causal attention, they could not)."""
+    rng = random.Random(0)
+    examples = []
+    for _ in range(64):
+        words = [f"w{rng.randrange(1, 40)}" for _ in range(rng.randrange(3, 8))]
+        label = "1" if "w1" in words or "w2" in words else "0"
+        examples.append(Example(" ".join(words), None, label))
+    task = make_task("sst2")
+    data = TaskData(examples[:48], examples[48:], ("0", "1"))
+    settings = FinetuneConfig(learning_rate=1e-3, batch_size=16, num_train_epochs=2, seed=1)
+    result = finetune_task(task, data, ModelSource(causal_model), settings, tmp_path, False)
+    head = task.load_head(result.best_dir, None).eval()
+    assert head.config.is_causal
+    tokenizer = Tokenizer.from_pretrained(result.best_dir)
+    logits = [
+        head(torch.tensor([tokenizer(text)["input_ids"]])).logits
+        for text in ("w1 w5 w7 w9 .", "w30 w31 w33 .")
+    ]
+    assert not torch.allclose(logits[0], logits[1])
+
+
+def test_fill_mask_refuses_a_causal_model_and_generate_continues(causal_model, capsys):
+    assert main(["fill-mask", "--model", str(causal_model), "w1 [MASK] w3"]) == 1
+    assert "left-to-right (causal) model" in capsys.readouterr().err
+    assert main(["generate", "--model", str(causal_model), "w1 w2", "--max-new-tokens", "5"]) == 0
+    assert capsys.readouterr().out.startswith("w1 w2")
+    assert main(["score-text", "--model", str(causal_model), "w1 w2 w3 .", "w3 . w2 w1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("log-probability in nats (left-to-right model)")
+    assert "1. " in out and "2. " in out
+
+
+def test_score_text_with_a_masked_model_gives_pseudo_log_likelihoods(hub_model_folder, capsys):
+    argv = ["score-text", "--model", str(hub_model_folder), "the cat sat on the mat", "--pieces"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pseudo-log-likelihood in nats (masked model)")
+    assert "cat " in out  # the pieces' own scores
+
+
+def test_embed_writes_features_and_an_index(hub_model_folder, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat on the mat\ngood film ||| bad film\n", encoding="utf-8")
+    out = tmp_path / "features"
+    argv = ["embed", "--model", str(hub_model_folder), "--input", str(texts), "--out", str(out)]
+    argv += ["--layers", "-1", "-2", "0", "--pooling", "first", "--format", "safetensors"]
+    assert main(argv) == 0
+    assert "10 rows (first) x 3 layer(s) x 32" in capsys.readouterr().out
+    features = load_features(out)
+    assert features.vectors.shape == (10, 3, 32) and features.layers == (-1, -2, 0)
+    record = json.loads((out / "index.jsonl").read_text(encoding="utf-8").splitlines()[1])
+    assert record["units"] == ["good", "film", "bad", "film"] and record["segments"] == [0, 0, 1, 1]
+    assert main(["embed", "--model", str(hub_model_folder), "--out", str(out)]) == 1
+    assert "--input FILE or --text" in capsys.readouterr().err
+    argv = ["embed", "--model", str(hub_model_folder), "--text", "a", "--layers", "9"]
+    assert main([*argv, "--out", str(out)]) == 1
+    assert "hidden states 0..2, not 9" in capsys.readouterr().err
+
+
+def test_neighbours_from_word2vec_embeddings_and_context(hub_model_folder, tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    lines = [f"the {w} sat on the mat. a {w} is good." for w in ("cat", "dog", "man") * 40]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["neighbours", "word2vec", "cat", "zebra", "--corpus", str(corpus), "--epochs", "2"]
+    assert main([*argv, "--save-vectors", str(tmp_path / "vectors.bin")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "skip-gram vectors of" in out and "cat: " in out and "zebra: 'zebra' has no vector" in out
+    )
+    assert main(["neighbours", "word2vec", "dog", "--vectors", str(tmp_path / "vectors.bin")]) == 0
+    assert capsys.readouterr().out.startswith("dog: ")
+    argv = ["neighbours", "embeddings", "good", "--model", str(hub_model_folder), "--top-k", "3"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("good (good): ")
+    figure = tmp_path / "cat.png"
+    argv = ["neighbours", "contextual", "cat", "--model", str(hub_model_folder)]
+    argv += ["--context", "the cat sat on the mat", "--context", "a cat is a good film"]
+    assert main([*argv, "--reference", str(corpus), "--figure", str(figure), "--top-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "'cat': 80 uses in the reference" in out and "cosine between its vectors" in out
+    assert out.count("[cat]") == 4 and figure.is_file()
+    assert main([*argv[:5], "--context", "no such word", "--reference", str(corpus)]) == 1
+    assert "does not use 'cat'" in capsys.readouterr().err
+
+
+def test_finetune_with_features_and_a_bilstm_then_evaluate(tmp_path, capsys, task_vocab):
+    data = Path(__file__).resolve().parents[1] / "data" / "tasks" / "conll_iob1.txt"
+    out = tmp_path / "run"
+    argv = ["finetune", "--task", "conll2003", "--train", str(data), "--dev", str(data)]
+    argv += ["--from-scratch", "--model-size", "tiny", "--tokenizer", str(task_vocab)]
+    argv += ["--out", str(out), "--epochs", "1", "--batch-size", "4", "--no-progress"]
+    assert main([*argv, "--features", "scalar-mix", "--bilstm"]) == 0
+    saved = json.loads((out / "best" / "config.json").read_text(encoding="utf-8"))
+    assert saved["bertlab_features"]["layers"] == "scalar-mix"
+    assert (
+        saved["bertlab_features"]["use_bilstm"] and saved["bertlab_features"]["do_freeze_encoder"]
+    )
+    capsys.readouterr()
+    evaluate = ["evaluate", "--task", "conll2003", "--model", str(out / "best")]
+    assert main([*evaluate, "--data", str(data)]) == 0
+    assert "f1" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main([*argv, "--features", "last", "--freeze-layers", "1"]) == 1
+    assert "--features freezes the whole encoder: --freeze-layers" in capsys.readouterr().err
