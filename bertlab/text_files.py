@@ -9,7 +9,8 @@ and a file mostly not UTF-8 are refused alike, each with one line naming the fil
   its name), a binary file (NUL bytes near its start) refused before anything is read further;
 - `read_errors`: gzip's and zlib's errors while reading (not gzip, truncated, CRC mismatch),
   which `gzip_error` turns into the one-line `ValueError`;
-- `check_mostly_utf8`: after reading, a file whose lines are mostly not UTF-8 is refused.
+- `check_mostly_utf8`: after reading, a file whose lines are mostly not UTF-8 is refused;
+- `read_lines`: all of it for a reader that wants the plain lines.
 """
 
 from __future__ import annotations
@@ -96,3 +97,28 @@ def check_mostly_utf8(path: Path, num_lines: int, num_skipped: int) -> None:
             f"{path} is mostly not UTF-8 ({num_skipped} of {num_skipped + num_lines} lines); "
             "convert it first (e.g. iconv -t utf-8)"
         )
+
+
+def read_lines(paths: Sequence[str | os.PathLike]) -> Iterator[str]:
+    """The non-blank lines of the files, stripped; a line that is not UTF-8 is skipped.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ValueError: a directory, a binary, broken gzip or mostly non-UTF-8 file.
+    """
+    for path in check_files(paths):
+        num_lines = num_skipped = 0
+        try:
+            with open_bytes(path) as (stream, _):
+                for raw_line in stream:
+                    try:
+                        line = raw_line.decode("utf-8").strip()
+                    except UnicodeDecodeError:
+                        num_skipped += 1
+                        continue
+                    if line:
+                        num_lines += 1
+                        yield line
+        except READ_ERRORS as error:
+            raise gzip_error(path, error) from error
+        check_mostly_utf8(path, num_lines, num_skipped)

@@ -169,8 +169,8 @@ def run_contextual(args: argparse.Namespace) -> int:
         reference_sentences,
         word_vectors_in,
     )
+    from bertlab.text_files import read_lines
     from bertlab.tokenization import is_cjk_ideograph
-    from bertlab.training.word_vectors import read_lines
 
     _check_top_k(args.top_k)
     if args.figure is not None and not args.figure.lower().endswith(".png"):

@@ -41,7 +41,7 @@ from bertlab.heads import BertForTask
 from bertlab.model_card import ModelCard, write_model_card
 from bertlab.runtime import autocast, default_device, resolve_precision, set_seed
 from bertlab.task_families import TASK_FILE, Task, run_task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenization import Tokenizer, check_fits_vocabulary
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.optim import build_optimizer, finetune_schedule, layer_learning_rates
 
@@ -504,11 +504,7 @@ def build_model(
     """The task head: on a checkpoint's encoder, or from scratch at the preset size."""
     if source.directory is not None:
         model = task.load_head(source.directory, label_names)
-        if model.config.vocab_size < tokenizer.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {tokenizer.vocab_size} pieces but the model's vocabulary "
-                f"only {model.config.vocab_size}"
-            )
+        check_fits_vocabulary(tokenizer, model.config.vocab_size)
         return model
     config = BertConfig.from_preset(
         source.model_size, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id

@@ -22,13 +22,11 @@ without a vector (the special tokens, pieces the corpus never uses) keep their r
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,6 +35,7 @@ from gensim.models.keyedvectors import KeyedVectors
 
 from bertlab.atomic import atomic_file
 from bertlab.data.corpus_format import TokenizedCorpus
+from bertlab.text_files import read_lines
 from bertlab.tokenization import build_normalizer, build_pre_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -45,7 +44,6 @@ METHODS = {"skip-gram": 1, "cbow": 0}  # gensim's `sg` flag
 VECTORS_FILE = "word_vectors.bin"  # word2vec's binary format: no pickle
 WORD_LANGS = ("en", "zh")
 WORD_MIN_COUNT = 5  # word2vec's (and gensim's) default: rarer words get no vector
-GZIP_MAGIC = b"\x1f\x8b"
 _HAS_WORD_CHARACTER = re.compile(r"\w")  # a word, not a punctuation mark
 
 
@@ -181,24 +179,6 @@ def warm_start(embeddings: torch.nn.Embedding, vectors: KeyedVectors, std: float
 
 
 # --- words instead of pieces ----------------------------------------------------------------------
-
-
-def read_lines(paths: Sequence[str | os.PathLike]) -> Iterator[str]:
-    """The non-blank lines of text files, plain or gzipped (by their first bytes), stripped.
-
-    Raises:
-        FileNotFoundError: a file is missing.
-    """
-    for path in map(Path, paths):
-        if not path.is_file():
-            raise FileNotFoundError(f"file not found: {path}")
-        with open(path, "rb") as raw:
-            is_gzip = raw.read(2) == GZIP_MAGIC
-        opener = gzip.open if is_gzip else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                if line.strip():
-                    yield line.strip()
 
 
 def word_splitter(lang: str) -> Callable[[str], list[str]]:

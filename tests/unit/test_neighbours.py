@@ -20,11 +20,11 @@ from bertlab.neighbours import (
     word_spans,
     word_vectors_in,
 )
+from bertlab.text_files import read_lines
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
 from bertlab.training.word_vectors import (
     WordVectorConfig,
     nearest_words,
-    read_lines,
     train_word_level_vectors,
     word_splitter,
     write_word_corpus,
