@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import shutil
 import stat
@@ -85,9 +86,25 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
+def json_text(value: Any, **options: Any) -> str:
+    """`json.dumps(value, **options)`, valid JSON always: NaN and infinities (a correlation of
+    constant predictions, a diverged loss), which JSON cannot hold, become null."""
+    return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 def write_json(path: str | os.PathLike, value: Any, sort_keys: bool = False) -> Path:
-    """Write `value` as indented JSON with a final newline, atomically; return `path`."""
-    text = json.dumps(value, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    """Write `value` as indented JSON (`json_text`) with a final newline, atomically."""
+    text = json_text(value, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
     return write_text(path, text)
 
 

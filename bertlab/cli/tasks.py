@@ -9,11 +9,11 @@ metrics as one JSON object on the last line of stdout; `finetune` prints its sum
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from bertlab.atomic import json_text
 from bertlab.cli.common import CommandError
 from bertlab.config import PRESETS
 from bertlab.data.tasks.registry import (
@@ -464,7 +464,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     else:
         result = finetune_seeds(task, data, source, config, seeds, out, show_progress)
     print(f"best model: {out / 'best'}")
-    print(json.dumps(result))
+    print(json_text(result))
     return 0
 
 
@@ -504,7 +504,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     label_names = list(model.id2label.values()) if isinstance(model, BertForLabels) else None
     examples = task.read_gold(args.data, label_names)
     predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
-    print(json.dumps(task.score(predictions, examples)))
+    print(json_text(task.score(predictions, examples)))
     return 0
 
 
@@ -526,5 +526,5 @@ def run_score(args: argparse.Namespace) -> int:
     from bertlab.data.tasks.scoring import score
 
     columns = _columns(args, None) if args.task == GENERIC_CLASSIFICATION else None
-    print(json.dumps(score(args.task, args.data, args.predictions, columns)))
+    print(json_text(score(args.task, args.data, args.predictions, columns)))
     return 0

@@ -42,6 +42,7 @@ from bertlab.model_card import ModelCard, write_model_card
 from bertlab.runtime import autocast, default_device, resolve_precision, set_seed
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenization import Tokenizer, check_fits_vocabulary
+from bertlab.training.loop import DivergedError
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.optim import build_optimizer, finetune_schedule, layer_learning_rates
 
@@ -344,7 +345,12 @@ class FinetuneLoop:
                 loss = self.model(**batch).loss / len(micro_batches)
             loss.backward()
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(self.trainable, self.config.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.config.max_grad_norm)
+        if not (math.isfinite(total) and bool(torch.isfinite(norm))):
+            raise DivergedError(
+                f"fine-tuning diverged at step {self.step + 1}: the loss or the gradient norm "
+                "is not finite; start again with a lower --learning-rate"
+            )
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -403,7 +409,14 @@ def train_task_model(
     best_epoch, epochs_without_gain, epoch = 0, 0, 0
     for epoch in range(1, config.num_train_epochs + 1):
         started = time.perf_counter()
-        train_loss = loop.run_epoch(epoch)
+        try:
+            train_loss = loop.run_epoch(epoch)
+        except DivergedError as error:
+            loop.close()
+            kept = "no model was saved"
+            if best_epoch:
+                kept = f"the best model so far (epoch {best_epoch}) is kept in {out / BEST_DIR}"
+            raise DivergedError(f"{error}; {kept}") from None
         metrics = evaluate(model) if evaluate is not None else {}
         seconds = time.perf_counter() - started
         log.log("eval", loop.step, epoch=epoch, train_loss=train_loss, seconds=seconds, **metrics)
@@ -413,7 +426,7 @@ def train_task_model(
         is_better = (
             evaluate is None
             or not best_metrics
-            or (metrics[primary_metric] > best_metrics[primary_metric])
+            or _score(metrics[primary_metric]) > _score(best_metrics[primary_metric])
         )
         if is_better:
             best_metrics, best_epoch, epochs_without_gain = metrics, epoch, 0
@@ -444,6 +457,12 @@ def train_task_model(
         trainable_parameters=trainable_parameters,
         strategy=strategy,
     )
+
+
+def _score(value: float) -> float:
+    """A dev score to compare; an undefined one (NaN: a correlation of constant predictions) is
+    worse than any other."""
+    return value if math.isfinite(value) else -math.inf
 
 
 def _plot(log: MetricsLog, out: Path, primary_metric: str) -> None:

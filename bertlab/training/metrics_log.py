@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import atomic_file, write_text
+from bertlab.atomic import atomic_file, json_text, write_text
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
@@ -47,12 +47,12 @@ class MetricsLog:
             write_text(self.path, "")
         else:
             kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
-            write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            write_text(self.path, "".join(json_text(r) + "\n" for r in kept))
 
     def log(self, kind: str, step: int, **values: float) -> dict[str, Any]:
         record = {"kind": kind, "step": step, **values}
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json_text(record) + "\n")
         return record
 
     def records(self) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from bertlab.cli import main
 
@@ -232,6 +233,12 @@ def test_tag_unseen_in_training_at_evaluation(tmp_path, capsys, task_vocab):
     ("task", "name", "text", "fragment"),
     [
         ("rte", "empty.tsv", "", "no examples"),
+        (
+            "stsb",
+            "nan.tsv",
+            "sentence1\tsentence2\tscore\na\tb\t1.0\nc\td\tnan\n",
+            "nan.tsv:3: regression target 'nan' is not a finite number",
+        ),  # one NaN target turned every weight into NaN
         ("conll2003", "empty.txt", "\n\n", "no examples"),
         ("squad", "broken.json", '{"data": [', "malformed JSON"),
         (
@@ -350,6 +357,20 @@ def test_model_without_the_task_head_is_refused(tmp_path, capsys, review_model):
     assert_one_line_error(
         code, stderr, "BertForSequenceClassification", "BertForTokenClassification"
     )
+
+
+def test_a_diverging_fine_tuning_stops_without_saving_a_nan_model(tmp_path, capsys, task_vocab):
+    out = tmp_path / "run"
+    data = TASK_DATA / "rte_style.tsv"
+    code, stdout, stderr = finetune(
+        capsys, task_vocab, out, "rte", data, "--learning-rate", "1e9", "--epochs", "3"
+    )
+    assert_one_line_error(code, stderr, "fine-tuning diverged at step", "lower --learning-rate")
+    if (out / "best").exists():  # an epoch before the divergence: its weights are finite
+        weights = load_file(out / "best" / "model.safetensors")
+        assert all(bool(torch.isfinite(tensor).all()) for tensor in weights.values())
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        json.loads(line)  # valid JSON: no NaN
 
 
 @pytest.mark.parametrize("command", ["evaluate", "predict"])

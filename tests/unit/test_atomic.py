@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import stat
 
 import pytest
 
-from bertlab.atomic import atomic_directory, atomic_file, atomic_files, write_json, write_text
+from bertlab.atomic import (
+    atomic_directory,
+    atomic_file,
+    atomic_files,
+    json_text,
+    write_json,
+    write_text,
+)
 
 
 def test_write_text_leaves_no_temporary_file(tmp_path):
@@ -71,3 +80,12 @@ def test_a_directory_is_replaced_whole_or_not_at_all(tmp_path):
         (temporary / "weights").write_text("w")
     assert sorted(path.name for path in model.iterdir()) == ["weights"]
     assert stat.S_IMODE(model.stat().st_mode) == 0o755
+
+
+def test_json_text_is_valid_json_without_nan(tmp_path):
+    """A correlation of constant predictions is NaN, which json.dumps writes as invalid JSON."""
+    value = {"pearson": math.nan, "loss": [1.0, math.inf, -math.inf], "n": 3, "name": "x"}
+    expected = {"pearson": None, "loss": [1.0, None, None], "n": 3, "name": "x"}
+    assert json.loads(json_text(value)) == expected
+    path = write_json(tmp_path / "result.json", value)
+    assert json.loads(path.read_text())["pearson"] is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,11 +279,14 @@ def _parse_label(
 ) -> str | float:
     if is_regression:
         try:
-            return float(value)
+            target = float(value)
         except (TypeError, ValueError):
+            target = math.nan
+        if not math.isfinite(target):  # one NaN target turns every weight into NaN
             raise ValueError(
-                f"{at(path, line_number)}: regression target {value!r} is not a number"
-            ) from None
+                f"{at(path, line_number)}: regression target {value!r} is not a finite number"
+            )
+        return target
     label = str(value).strip()
     if labels is not None and label not in labels:
         raise ValueError(
