@@ -27,6 +27,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -106,19 +107,7 @@ def train_word_vectors(
     sentences = _Sentences(corpus, documents or (0, corpus.num_documents))
     if len(sentences.bounds) < 2:
         raise ValueError("no sentences to train word vectors on")
-    workers = config.workers or len(os.sched_getaffinity(0))
-    model = Word2Vec(
-        sentences=sentences,
-        vector_size=config.vector_size,
-        sg=METHODS[config.method],
-        window=config.window,
-        negative=config.negative,
-        sample=config.sample,
-        epochs=config.epochs,
-        min_count=config.min_count,
-        seed=config.seed,
-        workers=workers,
-    )
+    model = _word2vec(config, sentences=sentences)
     logger.info(
         "word vectors: %d pieces x %d, %d epochs over %d sentences",
         len(model.wv),
@@ -247,19 +236,7 @@ def train_word_level_vectors(
     Raises:
         ValueError: no word occurs `config.min_count` times.
     """
-    workers = config.workers or len(os.sched_getaffinity(0))
-    model = Word2Vec(
-        corpus_file=str(corpus_file),
-        vector_size=config.vector_size,
-        sg=METHODS[config.method],
-        window=config.window,
-        negative=config.negative,
-        sample=config.sample,
-        epochs=config.epochs,
-        min_count=config.min_count,
-        seed=config.seed,
-        workers=workers,
-    )
+    model = _word2vec(config, corpus_file=str(corpus_file))
     if not len(model.wv):
         raise ValueError(f"no word occurs {config.min_count} times in {corpus_file}")
     logger.info("word vectors: %d words x %d", len(model.wv), config.vector_size)
@@ -277,3 +254,19 @@ def nearest_words(vectors: KeyedVectors, word: str, top_k: int = 10) -> list[tup
             f"{word!r} has no vector: it was not in the corpus, or fewer times than min_count"
         )
     return [(other, float(score)) for other, score in vectors.most_similar(word, topn=top_k)]
+
+
+def _word2vec(config: WordVectorConfig, **source: Any) -> Word2Vec:
+    """gensim's Word2Vec trained as `config` says, on `sentences=` or `corpus_file=`."""
+    return Word2Vec(
+        **source,
+        vector_size=config.vector_size,
+        sg=METHODS[config.method],
+        window=config.window,
+        negative=config.negative,
+        sample=config.sample,
+        epochs=config.epochs,
+        min_count=config.min_count,
+        seed=config.seed,
+        workers=config.workers or len(os.sched_getaffinity(0)),
+    )
