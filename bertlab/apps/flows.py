@@ -173,17 +173,23 @@ def sign_test(baseline: Sequence[float], other: Sequence[float]) -> tuple[int, i
     return wins, losses, min(1.0, 2 * tail)
 
 
-def scored(values: Sequence[float]) -> list[float]:
-    """The seeds' scores with an undefined one (NaN: the Spearman correlation of a constant
-    prediction) counted as 0, the correlation a constant prediction carries."""
-    return [0.0 if math.isnan(value) else value for value in values]
+def undefined(value: float | None) -> bool:
+    """An undefined score: NaN in memory (the Spearman correlation of a constant prediction),
+    null once written as JSON (`atomic.json_text`) and read back."""
+    return value is None or math.isnan(value)
 
 
-def summary(values: Sequence[float]) -> str:
+def scored(values: Sequence[float | None]) -> list[float]:
+    """The seeds' scores with an undefined one (`undefined`) counted as 0, the correlation a
+    constant prediction carries."""
+    return [0.0 if undefined(value) else value for value in values]
+
+
+def summary(values: Sequence[float | None]) -> str:
     """ "median (min–max)" of the seeds (`scored`), and how many predicted a constant."""
     kept = scored(values)
     text = f"{statistics.median(kept):.3f} ({min(kept):.3f}–{max(kept):.3f})"
-    constant = sum(math.isnan(value) for value in values)
+    constant = sum(undefined(value) for value in values)
     return text + (f", {constant} constant" if constant else "")
 
 
