@@ -4,14 +4,23 @@ Every file is written under a temporary name beside its destination and renamed 
 complete (`os.replace` is atomic on POSIX), so a crash, a kill or a full disk never leaves a
 half-written file where a reader expects a whole one. A directory (a model, a checkpoint, a
 tokenized corpus) is filled under a temporary name and renamed into place the same way. Special
-files (a terminal, `/dev/stdout`, a pipe) cannot be renamed over: they are written in place.
+files (a terminal, a pipe, a device, `/dev/stdout` and the other links to a process's streams)
+cannot be renamed over: they are written in place.
 
     write_text(path, text)                       # results.json, table.md, predictions
     with atomic_file(path) as temporary:         # a library that writes to a path itself
-        torch.save(state, temporary)
+        figure.savefig(temporary)
+    with atomic_writer(path) as file:            # a library that writes to a file object
+        torch.save(state, file)
     with atomic_files([a, b]) as (ta, tb): ...   # several files that only make sense together
     with atomic_directory(directory) as temporary:  # a model directory or a checkpoint
         model.save_pretrained(temporary)
+
+A write that fails for a reason of the system (a full disk, a read-only file system, a quota)
+raises `WriteError`, one line naming the destination and the reason ("could not write
+runs/x/final: no space left on device"), whichever library did the writing: an OSError, a Rust
+library's "(os error 28)" (safetensors, tokenizers) and torch's "unexpected pos" (through
+`atomic_writer`) alike.
 
 A run's directory is written by one process at a time (`run_lock`); what killed writers left
 behind is removed when the next one starts (`remove_temporaries`).
@@ -21,26 +30,99 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import io
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TextIO
 
 # tempfile makes private files (0o600) and directories (0o700); what bertlab writes is for sharing.
 FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
 TEMPORARY_MARK = ".tmp"  # in the names of temporary files and directories
 LOCK_FILE = ".bertlab.lock"  # in a run's directory while a process writes to it; holds its pid
+OLD_MARK = ".old"  # ends the temporary name of a directory being replaced
+# A process's streams are reached through /proc (/dev/stdout -> /proc/self/fd/1, /dev/fd/1):
+# a rename over /dev/stdout would replace the link (as root), not write to the stream.
+PROC = Path("/proc")
+# Errors only writing causes. A writer's block may also read files; its OSError with another
+# errno (a missing input) is not the destination's and passes unchanged.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+# How Rust's std::io::Error ends (safetensors, tokenizers): "... No space left on device (os
+# error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+class WriteError(OSError):
+    """A file or directory could not be written. `str()` is one line naming the destination and
+    the system's reason, and `hint` (what to do next) when set:
+    "could not write runs/x/final: no space left on device"."""
+
+    hint = ""
+
+    def __str__(self) -> str:
+        line = f"could not write {self.filename}: {str(self.strerror).lower()}"
+        return f"{line}; {self.hint}" if self.hint else line
+
+
+def write_error(error: BaseException, path: str | os.PathLike) -> WriteError | None:
+    """`error`, raised while writing `path`, as a WriteError naming `path`; None when it is not
+    a failure of writing (a bug of the writer, an input it could not read)."""
+    code = _write_errno(error)
+    return None if code is None else WriteError(code, os.strerror(code), str(path))
+
+
+def _write_errno(error: BaseException | None) -> int | None:
+    """The errno of a failure to write, found in `error` or the exceptions it was raised from."""
+    while error is not None:
+        if isinstance(error, WriteError):
+            return error.errno
+        if isinstance(error, OSError):
+            return error.errno if error.errno in WRITE_ERRNOS else None
+        match = _RUST_OS_ERROR.search(str(error))
+        if match and int(match.group(1)) in WRITE_ERRNOS:
+            return int(match.group(1))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+@contextmanager
+def _reported_as(path: Path) -> Iterator[None]:
+    """Re-raise a failure to write (`write_error`) as a WriteError naming `path`."""
+    try:
+        yield
+    except Exception as error:  # any library's: only a failure to write is replaced
+        reported = write_error(error, path)
+        if reported is None:
+            raise
+        raise reported from error
+
+
+@contextmanager
+def _own_step(path: Path) -> Iterator[None]:
+    """This module's own steps (a temporary made, renamed into place): any OSError is the
+    destination's."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as error:
+        raise WriteError(error.errno, error.strerror, str(path)) from error
 
 
 def is_special(path: Path) -> bool:
-    """True for an existing path that is not a regular file or directory (a device, a pipe)."""
+    """True for a path written in place: a device, a pipe, or a process's stream (`/dev/stdout`,
+    `/dev/fd/1`, `/proc/self/fd/1`) even when it leads to a regular file."""
+    if _is_stream(Path(os.path.abspath(path))):
+        return True
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -48,28 +130,88 @@ def is_special(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def _is_stream(path: Path) -> bool:
+    """True for a path in a directory under /proc, or a link to one (`/dev/stdout`)."""
+    places = [Path(os.path.realpath(path.parent)) / path.name]
+    if path.is_symlink():
+        places.append(path.parent / os.readlink(path))  # an absolute target replaces the parent
+    return any(place.is_relative_to(PROC) for place in places)
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds.
 
     A special file (`/dev/stdout`, a pipe) is yielded itself and written in place.
+
+    Raises:
+        WriteError: the file could not be written (a full disk, ...), naming `path`.
     """
     path = Path(path)
-    if is_special(path):
-        yield path
-        return
+    with _reported_as(path):
+        if is_special(path):
+            yield path
+            return
+        with _own_step(path):
+            temporary = _temporary_file(path)
+        try:
+            yield temporary
+            with _own_step(path):
+                os.chmod(temporary, FILE_MODE)
+                os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+def _temporary_file(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     # The destination's suffix last, for writers that choose the format by it (matplotlib).
     suffix = TEMPORARY_MARK + path.suffix
     handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(handle)
-    temporary = Path(name)
-    try:
-        yield temporary
-        os.chmod(temporary, FILE_MODE)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    return Path(name)
+
+
+class _RecordingFile(io.RawIOBase):
+    """A file that keeps the OSError of a failed write, for a writer that reports it in words
+    of its own (torch.save: "unexpected pos 576 vs 534", without the errno)."""
+
+    def __init__(self, file: io.FileIO) -> None:
+        super().__init__()
+        self.file = file
+        self.error: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int | None:
+        try:
+            return self.file.write(data)
+        except OSError as error:
+            self.error = error
+            raise
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """`atomic_file` opened as a binary file object, for writers that take one (`torch.save`).
+
+    A writer that fails after a write failed fails with the system's error (then a WriteError
+    naming `path`), whatever it said itself.
+    """
+    with atomic_file(path) as temporary:
+        raw = _RecordingFile(io.FileIO(temporary, "a"))  # "a": see write_text
+        try:
+            with io.BufferedWriter(raw) as file:
+                yield file
+        except Exception as error:  # any writer's: replaced only by the error it hid
+            if raw.error is None or raw.error is error:
+                raise
+            raise raw.error from error
 
 
 @contextmanager
@@ -81,9 +223,19 @@ def atomic_files(paths: Sequence[str | os.PathLike]) -> Iterator[list[Path]]:
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write `text` (UTF-8) to `path` atomically; return `path`."""
-    with atomic_file(path) as temporary:
-        temporary.write_text(text, encoding="utf-8")
+    # Appending to the empty temporary is writing it; in place, /dev/stdout redirected with
+    # `>>` keeps what the file held (opening it for writing would truncate it).
+    with atomic_file(path) as temporary, open(temporary, "a", encoding="utf-8") as file:
+        file.write(text)
     return Path(path)
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append `text` to `path` (a log, whose reader skips a torn last line); a failure is a
+    WriteError naming `path`."""
+    path = Path(path)
+    with _reported_as(path), open(path, "a", encoding="utf-8") as file:
+        file.write(text)
 
 
 def json_text(value: Any, **options: Any) -> str:
@@ -113,35 +265,63 @@ def atomic_directory(directory: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary directory beside `directory`; when the block succeeds it takes the place
     of `directory` (replacing an earlier one), otherwise it is removed.
 
-    Between the two renames at the end `directory` is briefly absent, never half-written.
+    Between the two renames at the end `directory` is briefly absent, never half-written; a
+    kill there leaves the complete new directory under its temporary name, which
+    `remove_temporaries` renames into place.
+
+    Raises:
+        WriteError: the directory could not be written (a full disk, ...), naming `directory`.
     """
     directory = Path(directory)
+    with _reported_as(directory):
+        with _own_step(directory):
+            temporary = _temporary_directory(directory)
+        try:
+            yield temporary
+            with _own_step(directory):
+                _rename_into_place(temporary, directory)
+        finally:
+            if temporary.exists():
+                shutil.rmtree(temporary)
+
+
+def _temporary_directory(directory: Path) -> Path:
     directory.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(
-        tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=TEMPORARY_MARK)
-    )
+    prefix, suffix = f".{directory.name}.", TEMPORARY_MARK
+    temporary = Path(tempfile.mkdtemp(dir=directory.parent, prefix=prefix, suffix=suffix))
     os.chmod(temporary, DIRECTORY_MODE)
-    try:
-        yield temporary
-        old = None
-        if directory.exists():
-            old = temporary.with_name(f"{temporary.name}.old")
-            os.rename(directory, old)
-        os.rename(temporary, directory)
-        if old is not None:
-            shutil.rmtree(old)
-    finally:
-        if temporary.exists():
-            shutil.rmtree(temporary)
+    return temporary
+
+
+def _rename_into_place(temporary: Path, directory: Path) -> None:
+    """Rename the complete `temporary` to `directory`, removing an earlier one."""
+    old = None
+    if directory.exists():
+        old = temporary.with_name(temporary.name + OLD_MARK)
+        os.rename(directory, old)
+    os.rename(temporary, directory)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def remove_directory(directory: str | os.PathLike) -> None:
+    """Remove `directory` whole: it is renamed to a temporary name first, so a kill midway
+    leaves a temporary (`remove_temporaries` removes it), never a half-removed directory."""
+    directory = Path(directory)
+    doomed = directory.with_name(f".{directory.name}.{uuid.uuid4().hex[:8]}{TEMPORARY_MARK}")
+    os.rename(directory, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def remove_temporaries(directory: str | os.PathLike) -> int:
     """Remove what interrupted writers left in `directory`: this module's temporary files and
-    directories (hidden, with TEMPORARY_MARK in the name). Call it while holding `run_lock`, so
-    no live writer's temporary is taken. Returns how many were removed."""
+    directories (hidden, with TEMPORARY_MARK in the name). A directory whose replacement was
+    killed between its two renames is put in place first (`atomic_directory`). Call it while
+    holding `run_lock`, so no live writer's temporary is taken. Returns how many were removed."""
     directory = Path(directory)
     if not directory.is_dir():
         return 0
+    _finish_replacements(directory)
     removed = 0
     for path in directory.iterdir():
         if path.name.startswith(".") and TEMPORARY_MARK in path.name:
@@ -153,12 +333,23 @@ def remove_temporaries(directory: str | os.PathLike) -> int:
     return removed
 
 
+def _finish_replacements(directory: Path) -> None:
+    """Rename into place each complete directory whose replacement stopped between the two
+    renames: `.NAME.XXXX.tmp.old` (the earlier one) is there, `.NAME.XXXX.tmp` is complete
+    (the earlier one is renamed only after the new one was written) and NAME is missing."""
+    for old in directory.glob(f".*{TEMPORARY_MARK}{OLD_MARK}"):
+        temporary = old.with_name(old.name.removesuffix(OLD_MARK))
+        name = temporary.name[1:].removesuffix(TEMPORARY_MARK).rsplit(".", 1)[0]
+        if temporary.is_dir() and not (directory / name).exists():
+            os.rename(temporary, directory / name)
+
+
 @contextmanager
 def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
-    """Hold `directory` for this process: an advisory lock on DIRECTORY/.bertlab.lock,
-    released by the system if the process dies (a process that holds it may take it again). A
-    directory this call created is removed again if the block leaves nothing else in it (a
-    refused run leaves no empty --out behind).
+    """Hold `directory` for this process: an advisory lock on DIRECTORY/.bertlab.lock, which
+    holds the pid, is removed when the block ends, and is released by the system if the process
+    dies (a process that holds it may take it again). A directory this call created is removed
+    again if the block leaves nothing in it (a refused run leaves no empty --out behind).
 
     Raises:
         ValueError: another process holds the directory (naming its pid).
@@ -167,28 +358,54 @@ def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
-    handle = open(path, "a+", encoding="utf-8")
+    handle = _take_lock(path)
     try:
+        with _reported_as(path):
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        yield directory
+    finally:
+        path.unlink(missing_ok=True)  # while still locked: see _take_lock
+        handle.close()
+        if created and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+def _take_lock(path: Path) -> TextIO:
+    """`path` opened and locked. A lock file its holder removed (on leaving `run_lock`) between
+    this process's open and its lock is no longer the lock: the new one is taken instead.
+
+    Raises:
+        ValueError: another process holds the lock (naming its pid).
+    """
+    while True:
+        handle = open(path, "a+", encoding="utf-8")
         try:
             # A POSIX record lock: held by this process only (a forked data worker does not
             # inherit it, so a killed run's orphans cannot keep the directory locked).
             fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
-            if error.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
+            handle.close()
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
             raise ValueError(
-                f"{directory} is being written by another bertlab process (pid {holder}); wait "
-                "for it to finish or choose another --out"
+                f"{path.parent} is being written by another bertlab process (pid {holder}); "
+                "wait for it to finish or choose another --out"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        yield directory
-    finally:
-        if created and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
-            path.unlink(missing_ok=True)
-            directory.rmdir()
+        if _is_open_as(handle, path):
+            return handle
         handle.close()
+
+
+def _is_open_as(handle: TextIO, path: Path) -> bool:
+    """True when `path` still names the file `handle` has open."""
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)

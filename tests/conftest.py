@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import random
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -341,3 +345,34 @@ def start_server():
     for server, thread in servers:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# --- another process writing a run directory ----------------------------------------------------
+
+HOLD_LOCK = """
+import sys, time
+from bertlab.atomic import run_lock
+with run_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@contextlib.contextmanager
+def _held_by_another_process(out: Path) -> Iterator[int]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.fixture
+def another_writer() -> Callable[[Path], contextlib.AbstractContextManager[int]]:
+    """`with another_writer(out) as pid:` OUT is locked by another process (`run_lock`) while
+    the block runs; its pid is what a refused command must name."""
+    return _held_by_another_process

@@ -48,6 +48,7 @@ from bertlab.apps.flows import (
     check_settings,
     check_split,
     finetune_and_test,
+    holding,
     random_twin,
     seed_dir,
     summary,
@@ -312,7 +313,16 @@ def run_ablation(
     config: AblationConfig, show_progress: bool = True, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Pre-train every objective, fine-tune every row x task x seed and the feature-based block,
-    write results.json, table.md and ablation.png (after every row and task)."""
+    write results.json, table.md and ablation.png (after every row and task). One process at a
+    time writes OUT (`flows.holding`); another is refused, naming its pid."""
+    with holding(config.out):
+        return _ablation(config, show_progress, say)
+
+
+def _ablation(
+    config: AblationConfig, show_progress: bool = True, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """`run_ablation` holding OUT."""
     _check_inputs(config)
     started = time.perf_counter()
     config.out.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from bertlab.apps.flows import (
     RESULTS_FILE,
     compare,
     finetune_and_test,
+    holding,
     random_twin,
     seed_dir,
     sign_test,
@@ -194,7 +195,8 @@ def run_demo(
     `recipe` replaces the language's recipe (tests use a tiny one).
 
     Raises:
-        ValueError: an unknown language, minutes that are not positive, no seeds.
+        ValueError: an unknown language, minutes that are not positive, no seeds; another
+            process writes OUT.
     """
     if lang not in RECIPES:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(RECIPES)}")
@@ -203,8 +205,19 @@ def run_demo(
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
     recipe = recipe or RECIPES[lang]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with holding(Path(out)) as out:  # one process at a time; another is refused with its pid
+        return _demo(recipe, out, minutes, seeds, show_progress, say)
+
+
+def _demo(
+    recipe: DemoRecipe,
+    out: Path,
+    minutes: float,
+    seeds: tuple[int, ...],
+    show_progress: bool,
+    say,
+) -> DemoResult:
+    """`run_demo` holding OUT."""
     timings: dict[str, float] = {}
     clock = _Clock(timings)
 

@@ -9,6 +9,7 @@ held-out test split. The run directory holds one folder per model and seed:
                                     test.json  its metrics on the test split (written last)
     OUT/settings.json                          the settings every finished step was made with
     OUT/results.json                           what the app's table and figures are drawn from
+    OUT/.bertlab.lock                          held by the one process running the app (`holding`)
 
 A run whose `test.json` exists is finished and is skipped when the app runs again, so an
 interrupted app continues where it stopped.
@@ -21,12 +22,13 @@ import json
 import math
 import shutil
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertlab.atomic import atomic_directory, write_json
+from bertlab.atomic import atomic_directory, remove_temporaries, run_lock, write_json
 from bertlab.config import BertConfig, FinetuneConfig
 from bertlab.modeling import BertModel
 from bertlab.runtime import default_device, resolve_precision, set_seed
@@ -194,6 +196,19 @@ def summary(values: Sequence[float | None]) -> str:
 
 
 # --- settings -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def holding(out: Path) -> Iterator[Path]:
+    """An app's run directory, written by this process alone while the block runs (`run_lock`:
+    another process is refused, naming its pid), cleared first of what killed writers left.
+
+    Raises:
+        ValueError: another process writes `out`.
+    """
+    with run_lock(out):
+        remove_temporaries(out)
+        yield out
 
 
 def check_settings(out: Path, settings: dict[str, Any]) -> None:

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import check_settings, check_split, finetune_and_test, seed_dir, summary
+from bertlab.apps.flows import (
+    check_settings,
+    check_split,
+    finetune_and_test,
+    holding,
+    seed_dir,
+    summary,
+)
 from bertlab.apps.strategies_report import TABLE_FILE, results_table, write_results
 from bertlab.apps.transfer import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE
 from bertlab.apps.transfer_data import DEV_FRACTION, ROWS, TEST_FRACTION, TransferTask, task_splits
@@ -187,8 +194,17 @@ def run_strategies(
 
     Raises:
         FileNotFoundError: a model or task file is missing (before anything runs).
-        ValueError: OUT holds runs made with other settings or on another split.
+        ValueError: OUT holds runs made with other settings or on another split, or another
+            process writes it (`flows.holding`).
     """
+    with holding(config.out):
+        return _strategies(config, show_progress, say)
+
+
+def _strategies(
+    config: StrategiesConfig, show_progress: bool = True, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """`run_strategies` holding OUT."""
     rows = config.selected_rows()
     _check_inputs(config, rows)
     config.out.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ from bertlab.apps.flows import (
     check_settings,
     check_split,
     finetune_and_test,
+    holding,
     random_twin,
     read_test,
     seed_dir,
@@ -282,7 +283,18 @@ class TransferConfig:
 def run_transfer(
     config: TransferConfig, show_progress: bool = True, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """Pre-train, fine-tune every column x task x seed, write the table and the plot."""
+    """Pre-train, fine-tune every column x task x seed, write the table and the plot.
+
+    One process at a time writes OUT (`flows.holding`); another is refused, naming its pid.
+    """
+    with holding(config.out):
+        return _transfer(config, show_progress, say)
+
+
+def _transfer(
+    config: TransferConfig, show_progress: bool = True, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """`run_transfer` holding OUT."""
     rows = config.selected_tasks()
     _check_inputs(config, rows)
     out = config.out

@@ -54,7 +54,9 @@ def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
         "tag column.",
     )
     _add_model_data_flags(predict)
-    predict.add_argument("--output", required=True, help="the predictions file to write")
+    predict.add_argument(
+        "--output", required=True, help="the predictions file to write (-: standard output)"
+    )
     predict.set_defaults(handler=run_predict)
     score = subparsers.add_parser(
         "score",
@@ -106,6 +108,12 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
         "--tokenizer", default=None, help="vocab.txt, tokenizer folder or Hugging Face Hub id"
     )
     parser.add_argument("--out", required=True, help="the run directory")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier fine-tuning run in --out (its best/, results and seed runs); "
+        "without it such an --out is refused",
+    )
     parser.add_argument(
         "--epochs", type=int, default=None, help="(default: the task's, 3 for most tasks)"
     )
@@ -239,7 +247,7 @@ def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", required=True, help="a fine-tuned model folder, or its Hugging Face Hub id"
     )
-    parser.add_argument("--data", required=True, help="the input file")
+    parser.add_argument("--data", required=True, help="the input file (-: standard input)")
     parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
@@ -441,7 +449,7 @@ def _seeds(args: argparse.Namespace) -> list[int] | None:
 
 def run_finetune(args: argparse.Namespace) -> int:
     """Check every input, then train; print the result (or the seeds summary) as JSON."""
-    from bertlab.training.finetune import finetune_seeds, finetune_task, read_task_data
+    from bertlab.training.finetune import read_task_data, run_finetuning
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -459,10 +467,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         args.max_train_examples,
     )
     show_progress = not args.no_progress
-    if seeds is None:
-        result = finetune_task(task, data, source, config, out, show_progress).to_json()
-    else:
-        result = finetune_seeds(task, data, source, config, seeds, out, show_progress)
+    result = run_finetuning(task, data, source, config, out, seeds, args.overwrite, show_progress)
     print(f"best model: {out / 'best'}")
     print(json_text(result))
     return 0
@@ -496,29 +501,43 @@ def _load(args: argparse.Namespace):
     return task, model.to(device), tokenizer, resolve_precision(args.precision, device)
 
 
+def _input(args: argparse.Namespace):
+    """--data as a path; `-`: standard input (`streams.input_path`)."""
+    from bertlab.cli.streams import input_path
+    from bertlab.data.tasks.classification import suffix_for
+
+    return input_path(args.data, suffix_for if args.task == GENERIC_CLASSIFICATION else None)
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from bertlab.heads import BertForLabels
     from bertlab.task_families import run_task
 
     task, model, tokenizer, precision = _load(args)
     label_names = list(model.id2label.values()) if isinstance(model, BertForLabels) else None
-    examples = task.read_gold(args.data, label_names)
+    with _input(args) as data:
+        examples = task.read_gold(data, label_names)
     predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
     print(json_text(task.score(predictions, examples)))
     return 0
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    import sys
+
+    from bertlab.cli.streams import STDOUT, output_path
     from bertlab.task_families import run_task
 
-    output = Path(args.output)
+    output = output_path(args.output)
     if output.is_dir():
         raise CommandError(f"--output {output} is a directory")
     task, model, tokenizer, precision = _load(args)
-    examples = task.read_inputs(args.data)
-    predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
-    task.write(predictions, examples, Path(args.data), output)
-    print(f"wrote {len(examples)} predictions to {output}")
+    with _input(args) as data:
+        examples = task.read_inputs(data)
+        predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
+        task.write(predictions, examples, data, output)
+    report = sys.stderr if output == STDOUT else sys.stdout  # stdout holds the predictions
+    print(f"wrote {len(examples)} predictions to {args.output}", file=report)
     return 0
 
 

@@ -62,7 +62,7 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> None:
     encode.add_argument(
         "--tokenizer", required=True, help="vocab.txt, tokenizer folder or Hugging Face Hub id"
     )
-    encode.add_argument("text", help="sentence A")
+    encode.add_argument("text", help="sentence A (-: read it from standard input)")
     encode.add_argument("text_pair", nargs="?", default=None, help="sentence B")
     encode.add_argument("--max-length", type=int, default=None, help="truncate to this length")
     encode.set_defaults(handler=run_tokenizer_encode)
@@ -72,6 +72,7 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     """Train, then write the directory only once everything succeeded."""
     from pathlib import Path
 
+    from bertlab.atomic import run_lock
     from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
 
     config = TokenizerTrainingConfig(
@@ -84,8 +85,9 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
-    tokenizer, report = train_tokenizer(args.corpus, config, show_progress=not args.no_progress)
-    tokenizer.save_pretrained(out)
+    with run_lock(out):  # one writer: two runs into one --out would mix their files
+        tokenizer, report = train_tokenizer(args.corpus, config, not args.no_progress)
+        tokenizer.save_pretrained(out)
     for line in report.summary():
         print(line)
     print(f"wrote {out}")
@@ -94,10 +96,12 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
 
 def run_tokenizer_encode(args: argparse.Namespace) -> int:
     """Print one row per piece: position, piece, id, segment id and character span."""
+    from bertlab.cli.streams import text_argument
     from bertlab.tokenization import Tokenizer
 
     tokenizer = Tokenizer.from_pretrained(args.tokenizer)
-    encoding = tokenizer(args.text, args.text_pair, max_length=args.max_length, return_offsets=True)
+    text = text_argument(args.text)
+    encoding = tokenizer(text, args.text_pair, max_length=args.max_length, return_offsets=True)
     pieces = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
     width = max(len(piece) for piece in pieces)
     print(f"{'pos':>4}  {'piece':<{width}}  {'id':>6}  seg  span")

@@ -4,21 +4,22 @@
 model directory) and `training_state.pt`: optimizer, schedule, RNG states of every process, data
 position, counters. Each checkpoint is written into a hidden temporary directory and renamed into
 place when complete (`bertlab.atomic.atomic_directory`), so a kill during the write leaves the
-previous checkpoints intact; the oldest complete ones beyond `keep` are then removed.
+previous checkpoints intact; the oldest complete ones beyond `keep` are then removed, each
+renamed away first (`bertlab.atomic.remove_directory`). A full disk is a `WriteError` naming the
+checkpoint.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from bertlab.atomic import atomic_directory
+from bertlab.atomic import atomic_directory, atomic_writer, remove_directory
 from bertlab.checkpoint import load_tensors
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -76,11 +77,12 @@ def save_checkpoint(
     with atomic_directory(final) as directory:
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
-        torch.save(state, directory / STATE_FILE)
+        with atomic_writer(directory / STATE_FILE) as file:  # torch's errors name no errno
+            torch.save(state, file)
     checkpoints = list_checkpoints(out_dir)
     if keep:
         for old in checkpoints[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_directory(old)
     return final
 
 

@@ -33,7 +33,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from bertlab.atomic import atomic_directory, write_json
+from bertlab.atomic import (
+    atomic_directory,
+    remove_directory,
+    remove_temporaries,
+    run_lock,
+    write_json,
+)
 from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.data.tasks.splits import holdout_split, subsample
@@ -42,7 +48,8 @@ from bertlab.model_card import ModelCard, write_model_card
 from bertlab.runtime import autocast, default_device, resolve_precision, set_seed
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenization import Tokenizer, check_fits_vocabulary
-from bertlab.training.loop import DivergedError
+from bertlab.training.checkpointing import CHECKPOINTS_DIR
+from bertlab.training.loop import FINAL_DIR, DivergedError
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.optim import build_optimizer, finetune_schedule, layer_learning_rates
 
@@ -51,6 +58,11 @@ logger = logging.getLogger(__name__)
 BEST_DIR = "best"
 RESULT_FILE = "result.json"
 SEEDS_FILE = "seeds.json"
+# What shows that OUT holds a run: a fine-tuning run's model, results or seed runs (OUT/seed-S),
+# or a pre-training run.
+FINETUNE_OUTPUTS = (BEST_DIR, RESULT_FILE, SEEDS_FILE)
+SEED_DIR_PATTERN = "seed-*"
+PRETRAIN_OUTPUTS = (FINAL_DIR, CHECKPOINTS_DIR)
 
 
 @dataclass(frozen=True)
@@ -581,6 +593,65 @@ def finetune_task(
     write_model_card(result.best_dir, finetuning_card(task, data, source, config, result))
     write_json(out / RESULT_FILE, result.to_json())
     return result
+
+
+# --- the run directory ----------------------------------------------------------------------------
+
+
+def run_finetuning(
+    task: Task,
+    data: TaskData,
+    source: ModelSource,
+    config: FinetuneConfig,
+    out: Path,
+    seeds: Sequence[int] | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """`finetune_task` (or `finetune_seeds` with `seeds`) as `bertlab finetune` runs it: one
+    process writes `out` at a time (`run_lock`), and never over an earlier run (`claim_out`).
+
+    Returns:
+        The result (`FinetuneResult.to_json()`), or the seeds' summary.
+
+    Raises:
+        ValueError: another process writes `out`, or `out` holds an earlier run.
+    """
+    with run_lock(out):
+        claim_out(out, overwrite)
+        if seeds is None:
+            return finetune_task(task, data, source, config, out, show_progress).to_json()
+        return finetune_seeds(task, data, source, config, seeds, out, show_progress)
+
+
+def claim_out(out: Path, overwrite: bool) -> None:
+    """Clear what killed writers left in `out` and refuse an earlier run there: a fine-tuning
+    run's model or results (removed first with `overwrite`) or a pre-training run. Call it
+    holding `run_lock(out)`.
+
+    Raises:
+        ValueError: `out` holds a pre-training run, or a fine-tuning run and not `overwrite`.
+    """
+    remove_temporaries(out)
+    pretraining = [name for name in PRETRAIN_OUTPUTS if (out / name).exists()]
+    if pretraining:
+        raise ValueError(
+            f"--out {out} holds a pre-training run ({pretraining[0]}/); choose another --out"
+        )
+    earlier = [out / name for name in FINETUNE_OUTPUTS if (out / name).exists()]
+    earlier += sorted(out.glob(SEED_DIR_PATTERN))
+    if not earlier:
+        return
+    if not overwrite:
+        raise ValueError(
+            f"--out {out} already holds a fine-tuning run ({earlier[0].name}); add --overwrite "
+            "to replace it or choose another --out"
+        )
+    for path in earlier:
+        if path.is_dir():
+            remove_directory(path)
+        else:
+            path.unlink()
 
 
 # --- the model card -------------------------------------------------------------------------------

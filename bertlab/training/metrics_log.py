@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import atomic_file, json_text, write_text
+from bertlab.atomic import append_text, atomic_file, json_text, write_text
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"
@@ -51,8 +51,7 @@ class MetricsLog:
 
     def log(self, kind: str, step: int, **values: float) -> dict[str, Any]:
         record = {"kind": kind, "step": step, **values}
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json_text(record) + "\n")
+        append_text(self.path, json_text(record) + "\n")
         return record
 
     def records(self) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import logging
 import math
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab import hub
-from bertlab.atomic import atomic_directory, remove_temporaries, run_lock
+from bertlab.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
 from bertlab.config import (
     OBJECTIVES,
     PRESETS,
@@ -53,6 +54,7 @@ from bertlab.training.budget import (
     init_positions,
     restore_finetune_dropout,
 )
+from bertlab.training.finetune import FINETUNE_OUTPUTS
 from bertlab.training.loop import FINAL_DIR, PretrainResult, held_out_split, pretrain
 
 logger = logging.getLogger(__name__)
@@ -325,6 +327,7 @@ def run_pretraining(
             be trained on, a tokenizer that does not fit the model, a batch too large for this
             machine's memory.
         FileNotFoundError: a missing corpus, tokenizer or model file.
+        WriteError: a file could not be written (a full disk); its hint says how to go on.
     """
     out = Path(run.out)
     if out.exists() and not out.is_dir():
@@ -333,7 +336,20 @@ def run_pretraining(
     with run_lock(out) if context.is_main else contextlib.nullcontext():
         if context.is_main:
             _check_out(out, run.resume)
-        return _run(run, out, context, show_progress, say)
+        try:
+            return _run(run, out, context, show_progress, say)
+        except WriteError as error:
+            error.hint = _how_to_go_on(out, error)
+            raise
+
+
+def _how_to_go_on(out: Path, error: WriteError) -> str:
+    """What to do after a failed write: everything complete in `out` is kept."""
+    fix = "make room" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
+    latest = checkpointing.latest_checkpoint(out)
+    if latest is None:
+        return f"no checkpoint was complete: {fix}, then run the same command again"
+    return f"{latest.name} is kept: {fix}, then run the same command with --resume"
 
 
 def _run(
@@ -502,14 +518,20 @@ def _quiet(line: str) -> None:
 
 
 def _check_out(out: Path, resume: bool) -> None:
-    """Refuse to start over a run that can be resumed or is finished; clear what killed writers
-    left (temporary files and checkpoints): a run killed before its first checkpoint was
-    complete holds nothing to resume, and runs again from the start."""
+    """Refuse to start over a run that can be resumed or is finished, or in a fine-tuning run's
+    directory; clear what killed writers left (temporary files and checkpoints): a run killed
+    before its first checkpoint was complete holds nothing to resume, and runs again from the
+    start."""
     for directory in (out, out / checkpointing.CHECKPOINTS_DIR):
         remove_temporaries(directory)
     has_checkpoint = checkpointing.latest_checkpoint(out) is not None
     if not resume and (has_checkpoint or (out / FINAL_DIR).exists()):
         raise ValueError(f"--out {out} already holds a run; add --resume or choose another --out")
+    finetuned = [name for name in FINETUNE_OUTPUTS if (out / name).exists()]
+    if finetuned:
+        raise ValueError(
+            f"--out {out} holds a fine-tuning run ({finetuned[0]}); choose another --out"
+        )
 
 
 def _tokenizer(

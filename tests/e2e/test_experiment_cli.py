@@ -411,3 +411,25 @@ def test_transfer_with_arms_fine_tunes_every_corpus_and_the_word_vector_twin(tmp
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)}
     assert main(argv) == 0
     assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo", "--minutes", "0.1", "--no-progress"],
+        ["experiment", "transfer", "--data", "DATA"],
+        ["experiment", "ablation", "--data", "DATA"],
+        ["experiment", "strategies", "--data", "DATA", "--model", "DATA"],
+    ],
+)
+def test_a_second_writer_of_an_apps_out_is_refused_with_the_holders_pid(
+    tmp_path, capsys, another_writer, command
+) -> None:
+    """Two runs of an app on one OUT skipped and overwrote each other's steps: no lock."""
+    out = tmp_path / "out"
+    argv = [str(tmp_path / "data") if arg == "DATA" else arg for arg in command]
+    with another_writer(out) as pid:
+        assert main([*argv, "--out", str(out)]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"pid {pid}" in error, error
+    assert [path.name for path in out.iterdir()] == [".bertlab.lock"]

@@ -1,5 +1,5 @@
 """`bertlab pretrain` end to end on a synthetic corpus: outputs, exact resume after SIGKILL,
-DDP equivalence, and bad input."""
+DDP equivalence, bad input, a full disk and kills while checkpoints are written."""
 
 from __future__ import annotations
 
@@ -11,14 +11,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
+from bertlab import checkpoint as hf_checkpoint
 from bertlab.cli import main
 from bertlab.config import BertConfig
+from bertlab.training import checkpointing
 from bertlab.training.metrics_log import read_metrics
 
 SYNTHETIC_VOCAB_SIZE = 126  # 5 special tokens, 120 words, "."
@@ -306,29 +310,13 @@ def test_a_run_killed_in_its_first_checkpoint_runs_again_and_leaves_no_temporari
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-000002"]
 
 
-HOLD_LOCK = """
-import sys, time
-from bertlab.atomic import run_lock
-with run_lock(sys.argv[1]):
-    print("held", flush=True)
-    time.sleep(60)
-"""
-
-
 def test_a_second_writer_on_one_out_is_refused_with_the_holders_pid(
-    pretrain_files, tmp_path, capsys
+    pretrain_files, tmp_path, capsys, another_writer
 ) -> None:
     out = tmp_path / "run"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with another_writer(out) as pid:
         error = _fails(_args(pretrain_files, tmp_path, out, "--max-steps", "1"), capsys, "pid")
-    finally:
-        holder.kill()
-        holder.wait()
-    assert f"pid {holder.pid}" in error and "another bertlab process" in error
+    assert f"pid {pid}" in error and "another bertlab process" in error
     assert main(_args(pretrain_files, tmp_path, out, "--max-steps", "1")) == 0  # freed by the kill
     refused = tmp_path / "refused"
     binary = tmp_path / "binary.txt"
@@ -337,3 +325,155 @@ def test_a_second_writer_on_one_out_is_refused_with_the_holders_pid(
     args[args.index("--corpus") + 1] = str(binary)
     _fails(args, capsys, "binary.txt")
     assert not refused.exists()  # a refused run leaves no empty --out behind
+
+
+def test_pretrain_refuses_a_fine_tuning_runs_out(pretrain_files, tmp_path, capsys) -> None:
+    """Pre-training into a fine-tuning run's --out overwrote its metrics.jsonl and curves.png."""
+    out = tmp_path / "run"
+    (out / "best").mkdir(parents=True)
+    (out / "metrics.jsonl").write_text('{"kind": "eval", "step": 3}\n')
+    _fails(_args(pretrain_files, tmp_path, out, "--max-steps", "1"), capsys, "fine-tuning run")
+    assert (out / "metrics.jsonl").read_text() == '{"kind": "eval", "step": 3}\n'
+
+
+# --- a full disk, a kill: --out stays resumable ------------------------------------------------
+
+RUST_FULL_DISK = "Error while serializing: I/O error: No space left on device (os error 28)"
+
+
+def test_a_full_disk_in_a_checkpoint_is_one_line_and_the_run_resumes(
+    pretrain_files, tmp_path, capsys, monkeypatch
+) -> None:
+    """safetensors' SafetensorError on a full disk ended the run with a traceback that named no
+    file. Now one line names the checkpoint, the reason and how to go on."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "4", "--checkpoint-every", "2")
+    written = []
+
+    def full_at_the_second(tensors, path, metadata=None):
+        written.append(path)
+        if len(written) == 2:
+            raise SafetensorError(RUST_FULL_DISK)
+        return save_file(tensors, path, metadata=metadata)
+
+    monkeypatch.setattr(hf_checkpoint, "save_file", full_at_the_second)
+    error = _fails(args, capsys, "no space left on device")
+    checkpoint = out / "checkpoints" / "step-000004"
+    assert error.startswith(f"bertlab: error: could not write {checkpoint}: no space left")
+    assert error.endswith("step-000002 is kept: make room, then run the same command with --resume")
+    monkeypatch.undo()  # the space is freed
+    assert main([*args, "--resume"]) == 0
+    assert (out / "final" / "model.safetensors").is_file()
+    assert not [path for path in out.rglob(".*") if ".tmp" in path.name]
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A 900 KB tmpfs (root only): room for one checkpoint of the test model, not two."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=900k", "tmpfs", str(disk)]
+    if os.geteuid() != 0 or subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    yield disk
+    subprocess.run(["umount", "--lazy", str(disk)], check=True)  # lazy: a failed run's open files
+
+
+def test_a_full_disk_leaves_out_resumable_once_space_is_freed(
+    pretrain_files, tmp_path, capsys, small_disk
+) -> None:
+    """A real full disk: torch.save's "unexpected pos" RuntimeError ended the run with a
+    traceback. Now one line, exit 1, and once the disk has room the run goes on from its last
+    complete checkpoint to the weights of an uninterrupted run."""
+    steps = ["--max-steps", "6", "--checkpoint-every", "1", "--keep-checkpoints", "0"]
+    reference = tmp_path / "reference"
+    assert main(_args(pretrain_files, tmp_path, reference, *steps)) == 0
+    out = small_disk / "run"
+    args = _args(pretrain_files, tmp_path, out, *steps)
+    error = _fails(args, capsys, f"could not write {out}")
+    assert "no space left on device" in error
+    remount = ["mount", "-o", "remount,size=20m", str(small_disk)]
+    subprocess.run(remount, check=True)  # the space is freed
+    has_checkpoint = checkpointing.latest_checkpoint(out) is not None
+    assert main([*args, "--resume"] if has_checkpoint else args) == 0
+    expected, actual = _weights(reference / "final"), _weights(out / "final")
+    assert all(torch.equal(expected[key], actual[key]) for key in expected)
+
+
+# Runs `bertlab pretrain ARGS` and SIGKILLs itself at the KILL_AT-th moment of its checkpoint
+# writing (0: never; then it prints how many moments there were): before and after each step
+# bertlab.atomic takes (a temporary made, a file renamed, a directory removed) and each library
+# write (safetensors, torch.save, tokenizers); at a safetensors moment, with the file half written.
+KILL_IN_CHECKPOINT = """
+import os, signal, sys, tempfile
+import torch
+from bertlab import atomic, checkpoint, tokenization
+from bertlab.cli import main
+from bertlab.training import checkpointing
+
+kill_at, moments, writing = int(sys.argv[1]), [], [False]
+
+def moment(path=None):
+    if writing[0]:
+        moments.append(path)
+        if len(moments) == kill_at:
+            if path is not None:  # a file cut short, as by a kill while it was written
+                os.truncate(path, os.path.getsize(path) // 2)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+def hooked(function, cuts_file=False):
+    def call(*args, **kwargs):
+        moment()
+        result = function(*args, **kwargs)
+        moment(args[1] if cuts_file else None)
+        return result
+    return call
+
+def checkpoints(*args, **kwargs):
+    writing[0] = True  # from the first checkpoint on, the final model's writing included
+    return save_checkpoint(*args, **kwargs)
+
+for module, name in [(os, "replace"), (os, "rename"), (os, "chmod"), (atomic.shutil, "rmtree"),
+                     (tempfile, "mkstemp"), (tempfile, "mkdtemp"), (torch, "save")]:
+    setattr(module, name, hooked(getattr(module, name)))
+checkpoint.save_file = hooked(checkpoint.save_file, cuts_file=True)
+save_checkpoint, checkpointing.save_checkpoint = checkpointing.save_checkpoint, checkpoints
+code = main(sys.argv[2:])
+print(len(moments))
+sys.exit(code)
+"""
+
+
+def _killed_at(moment: int, args: list[str]) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", KILL_IN_CHECKPOINT, str(moment), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_moment_of_a_checkpoint_leaves_a_loadable_resumable_run(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    """SIGKILL at random moments of the checkpoints' (and the final model's) writing: every
+    checkpoint left, the previous or the new one, loads for fill-mask, and --resume (a plain
+    rerun when no checkpoint was complete) ends with the uninterrupted run's weights and no
+    temporaries."""
+    steps = ["--max-steps", "3", "--checkpoint-every", "1", "--keep-checkpoints", "1"]
+    reference = tmp_path / "reference"
+    finished = _killed_at(0, _args(pretrain_files, tmp_path, reference, *steps))
+    assert finished.returncode == 0, finished.stderr
+    num_moments = int(finished.stdout.split()[-1])
+    for moment in sorted(random.Random().sample(range(1, num_moments + 1), 3)):
+        out = tmp_path / f"killed-at-{moment}"
+        args = _args(pretrain_files, tmp_path, out, *steps)
+        killed = _killed_at(moment, args)
+        where = f"killed at moment {moment} of {num_moments}"
+        assert killed.returncode == -signal.SIGKILL, (where, killed.stderr)
+        checkpoints = checkpointing.list_checkpoints(out)  # each complete, none half-removed
+        for model in [*checkpoints, out / "final"]:
+            if model.exists():
+                assert main(["fill-mask", "--model", str(model), "w1 w2 [MASK] ."]) == 0, where
+        assert main([*args, "--resume"] if checkpoints else args) == 0, where
+        expected, actual = _weights(reference / "final"), _weights(out / "final")
+        assert all(torch.equal(expected[key], actual[key]) for key in expected), where
+        assert not [path for path in out.rglob(".*") if ".tmp" in path.name], where
+    capsys.readouterr()

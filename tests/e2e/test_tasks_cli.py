@@ -3,13 +3,18 @@ with BERT-Tiny models trained from scratch for one epoch, and the bad inputs use
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from bertlab import checkpoint as hf_checkpoint
 from bertlab.cli import main
 
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
@@ -415,3 +420,106 @@ def test_inconsistent_model_flags(tmp_path, capsys, argv):
         "--out", tmp_path / "run", *argv,
     )  # fmt: skip
     assert_one_line_error(code, stderr)
+
+
+# --- one run per --out, `-` for the standard streams -------------------------------------------
+
+
+def test_finetune_refuses_an_earlier_run_unless_overwrite(tmp_path, capsys, task_vocab):
+    """A second finetune into one --out silently replaced the first one's best/, metrics and
+    result (pretrain refused that case)."""
+    out, data = tmp_path / "run", TASK_DATA / "rte_style.tsv"
+    assert finetune(capsys, task_vocab, out, "rte", data)[0] == 0
+    first = load_file(out / "best" / "model.safetensors")
+    code, _, stderr = finetune(capsys, task_vocab, out, "rte", data, "--seed", "7")
+    assert_one_line_error(
+        code, stderr, f"--out {out} already holds a fine-tuning run", "--overwrite"
+    )
+    kept = load_file(out / "best" / "model.safetensors")
+    assert all(torch.equal(first[key], kept[key]) for key in first)
+    assert finetune(capsys, task_vocab, out, "rte", data, "--seed", "7", "--overwrite")[0] == 0
+    replaced = load_file(out / "best" / "model.safetensors")
+    assert not all(torch.equal(first[key], replaced[key]) for key in first)
+
+
+def test_finetune_refuses_a_pretraining_runs_out(tmp_path, capsys, task_vocab):
+    out = tmp_path / "run"
+    (out / "final").mkdir(parents=True)
+    code, _, stderr = finetune(capsys, task_vocab, out, "rte", TASK_DATA / "rte_style.tsv")
+    assert_one_line_error(code, stderr, "holds a pre-training run (final/)")
+    assert not (out / "metrics.jsonl").exists()
+
+
+def test_a_second_finetune_on_one_out_is_refused_with_the_holders_pid(
+    tmp_path, capsys, task_vocab, another_writer
+):
+    out = tmp_path / "run"
+    with another_writer(out) as pid:
+        code, _, stderr = finetune(capsys, task_vocab, out, "rte", TASK_DATA / "rte_style.tsv")
+    assert_one_line_error(code, stderr, f"pid {pid}", "another bertlab process")
+    assert [path.name for path in out.iterdir()] == [".bertlab.lock"]
+
+
+def test_predict_reads_stdin_and_writes_stdout_through_a_pipe(tmp_path, review_model):
+    command = [sys.executable, "-m", "bertlab", "predict", "--task", "classification"]
+    command += ["--model", str(review_model), "--data", "-", "--output", "-"]
+    text = "id,review\nu1,Great battery.\nu2,Cracked screen.\n"
+    result = subprocess.run(command, input=text, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [record["id"] for record in records] == ["u1", "u2"]
+    assert "wrote 2 predictions to -" in result.stderr
+
+
+def test_predict_to_dev_stdout_writes_the_redirected_file_in_place(tmp_path, review_model):
+    """As root, --output /dev/stdout with stdout redirected to a file replaced the /dev/stdout
+    link with a regular file. Now the stream is written in place, appended to (`>>`)."""
+    command = [sys.executable, "-m", "bertlab", "predict", "--task", "classification"]
+    command += ["--model", str(review_model), "--data", str(TASK_DATA / "reviews.csv")]
+    redirected = tmp_path / "predictions.jsonl"
+    redirected.write_text('{"earlier": "line"}\n')
+    with open(redirected, "a") as stdout:
+        result = subprocess.run(
+            [*command, "--output", "/dev/stdout"], stdout=stdout, stderr=subprocess.PIPE, text=True
+        )
+    assert result.returncode == 0, result.stderr
+    assert Path("/dev/stdout").is_symlink()
+    lines = redirected.read_text().splitlines()
+    assert lines[0] == '{"earlier": "line"}' and len(lines) == 1 + 4  # 4 reviews
+
+
+def test_evaluate_reads_stdin_and_names_it_in_errors(capsys, monkeypatch, review_model):
+    good = (TASK_DATA / "reviews.csv").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(good)))
+    code, stdout, stderr = run_cli(
+        capsys, "evaluate", "--task", "classification", "--model", review_model, "--data", "-"
+    )
+    assert code == 0, stderr
+    assert "accuracy" in last_json(stdout)
+    bad = b"id,review,topic,sentiment\nx1,Fine.,phone,positive\nx2,Meh,phone\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(bad)))
+    code, _, stderr = run_cli(
+        capsys, "evaluate", "--task", "classification", "--model", review_model, "--data", "-"
+    )
+    assert_one_line_error(code, stderr, "<stdin>:3")
+
+
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="needs /dev/full")
+def test_a_full_disk_is_one_line_naming_the_file(
+    tmp_path, capsys, monkeypatch, task_vocab, review_model
+):
+    """A full disk ended predict with "[Errno 28] No space left on device" (no file named) and
+    finetune with safetensors' traceback."""
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", "classification", "--model", review_model,
+        "--data", TASK_DATA / "reviews.csv", "--output", "/dev/full",
+    )  # fmt: skip
+    assert_one_line_error(code, stderr, "could not write /dev/full: no space left on device")
+
+    def full_disk(*args, **kwargs):
+        raise SafetensorError("I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(hf_checkpoint, "save_file", full_disk)
+    out = tmp_path / "run"
+    code, _, stderr = finetune(capsys, task_vocab, out, "rte", TASK_DATA / "rte_style.tsv")
+    assert_one_line_error(code, stderr, f"could not write {out / 'best'}: no space left on device")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,27 @@ def test_chinese_vocabulary_has_low_unk_rate_and_loads_in_transformers(tmp_path,
     text = "北京是中国的首都, Beijing is the capital."
     for cls in (transformers.BertTokenizer, transformers.BertTokenizerFast):
         assert cls.from_pretrained(str(out))(text)["input_ids"] == ours(text)["input_ids"]
+
+
+def test_encode_reads_the_text_from_stdin_with_a_dash(tmp_path, capsys, monkeypatch):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nbert\nreads\n##s\n", encoding="utf-8")
+    assert main(["tokenizer", "encode", "--tokenizer", str(vocab), "bert reads"]) == 0
+    from_argument = capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", io.StringIO("bert reads\n"))
+    assert main(["tokenizer", "encode", "--tokenizer", str(vocab), "-"]) == 0
+    assert capsys.readouterr().out == from_argument
+
+
+def test_a_second_training_into_one_out_is_refused_with_the_holders_pid(
+    tmp_path, capsys, another_writer
+):
+    """Two trainings into one --out could finish together and mix their vocab.txt and
+    tokenizer.json (each file is replaced whole, not the set)."""
+    corpus = write_corpus(tmp_path / "corpus.txt", LINES)
+    out = tmp_path / "tokenizer"
+    with another_writer(out) as pid:
+        code = main(["tokenizer", "train", str(corpus), "--vocab-size", "120", "--out", str(out)])
+    assert code == EXIT_USER_ERROR
+    assert f"pid {pid}" in capsys.readouterr().err
+    assert [path.name for path in out.iterdir()] == [".bertlab.lock"]

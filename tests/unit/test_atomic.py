@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import stat
+from pathlib import Path
 
 import pytest
+import torch
+from safetensors import SafetensorError
 
+from bertlab import atomic
 from bertlab.atomic import (
+    LOCK_FILE,
+    WriteError,
     atomic_directory,
     atomic_file,
     atomic_files,
     json_text,
+    remove_temporaries,
+    run_lock,
     write_json,
     write_text,
 )
+
+FULL_DEVICE = Path("/dev/full")  # every write fails with ENOSPC
 
 
 def test_write_text_leaves_no_temporary_file(tmp_path):
@@ -89,3 +100,109 @@ def test_json_text_is_valid_json_without_nan(tmp_path):
     assert json.loads(json_text(value)) == expected
     path = write_json(tmp_path / "result.json", value)
     assert json.loads(path.read_text())["pearson"] is None
+
+
+# --- failures: one line naming the destination and the system's reason ------------------------
+
+
+def test_a_full_disk_names_the_destination_and_says_no_space_left(tmp_path):
+    """A full disk raised "[Errno 28] No space left on device", naming no file (or a temporary
+    one); now the destination, whichever step failed."""
+    model = tmp_path / "checkpoints" / "step-000002"
+    with pytest.raises(WriteError) as raised, atomic_directory(model) as temporary:
+        with atomic_file(temporary / "config.json") as config:
+            config.write_text("{")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert str(raised.value) == f"could not write {model}: no space left on device"
+    assert raised.value.errno == errno.ENOSPC
+    assert [path.name for path in model.parent.iterdir()] == []
+
+
+def test_a_rust_writers_error_names_the_destination(tmp_path):
+    """safetensors (like tokenizers) reports the disk in words of its own, "(os error 28)", and
+    its SafetensorError ended the CLI with a traceback."""
+    target = tmp_path / "model.safetensors"
+    rust_error = "Error while serializing: I/O error: No space left on device (os error 28)"
+    with pytest.raises(WriteError, match="no space left on device"), atomic_file(target):
+        raise SafetensorError(rust_error)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_that_is_not_the_disks_passes_unchanged(tmp_path):
+    with pytest.raises(FileNotFoundError), atomic_file(tmp_path / "out.txt"):
+        open(tmp_path / "missing input")  # a writer that reads
+
+
+@pytest.mark.skipif(not FULL_DEVICE.is_char_device(), reason="needs /dev/full")
+def test_torch_save_on_a_full_disk_says_no_space_left():
+    """torch.save says "unexpected pos 576 vs 534" on a full disk; the writer it is given keeps
+    the system's error and raises it."""
+    with pytest.raises(WriteError) as raised, atomic.atomic_writer(FULL_DEVICE) as file:
+        torch.save({"weights": torch.zeros(10_000)}, file)
+    assert str(raised.value) == f"could not write {FULL_DEVICE}: no space left on device"
+    with pytest.raises(WriteError, match="no space left on device"):
+        atomic.append_text(FULL_DEVICE, "a metrics record\n")
+    assert FULL_DEVICE.is_char_device()  # written in place, never renamed over
+
+
+def test_dev_stdout_is_written_in_place_never_renamed_over(monkeypatch, capfd):
+    """`predict --output /dev/stdout` with stdout redirected to a file (as root) replaced the
+    /dev/stdout link with a regular file: the path names a stream, not a file to replace."""
+
+    def refuse(*args):
+        raise AssertionError(f"renamed over a stream: {args}")
+
+    monkeypatch.setattr(atomic.os, "replace", refuse)
+    monkeypatch.setattr(atomic.os, "rename", refuse)
+    write_text("/dev/stdout", "one prediction\n")
+    assert capfd.readouterr().out == "one prediction\n"
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+def test_a_regular_file_on_dev_shm_is_still_replaced_whole():
+    """Only a process's streams are written in place, not every path under /dev."""
+    target = Path("/dev/shm") / f"bertlab-test-{os.getpid()}.json"
+    try:
+        write_text(target, "first\n")
+        write_text(target, "second\n")
+        assert target.read_text() == "second\n"
+    finally:
+        target.unlink(missing_ok=True)
+
+
+def test_a_replacement_killed_between_its_renames_is_finished_at_the_next_start(tmp_path):
+    """Replacing final/ renames the old one away, then the new one into place: a kill between
+    the two left both under temporary names, and the next start removed them both."""
+    old = tmp_path / ".final.k3j4l5m6.tmp.old"
+    new = tmp_path / ".final.k3j4l5m6.tmp"
+    for directory, text in ((old, "old"), (new, "new")):
+        directory.mkdir()
+        (directory / "config.json").write_text(text)
+    remove_temporaries(tmp_path)
+    assert (tmp_path / "final" / "config.json").read_text() == "new"
+    assert [path.name for path in tmp_path.iterdir()] == ["final"]
+
+
+# --- one writer per run directory ------------------------------------------------------------
+
+
+def test_the_lock_file_goes_with_its_holder_and_a_removed_one_is_taken_anew(tmp_path, monkeypatch):
+    """The lock file stayed in every directory written (a tokenizer's, an app's OUT). It is now
+    removed on leaving; a process that opened it just before is not fooled into holding a file
+    no longer there."""
+    opened = []
+
+    def open_then_removed(path, *args, **kwargs):
+        handle = open(path, *args, **kwargs)
+        if not opened:
+            os.unlink(path)  # its holder left between this open and the lock
+        opened.append(handle)
+        return handle
+
+    monkeypatch.setattr(atomic, "open", open_then_removed, raising=False)
+    with run_lock(tmp_path / "out") as out:
+        assert len(opened) == 2
+        assert os.fstat(opened[1].fileno()).st_ino == (out / LOCK_FILE).stat().st_ino
+        assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+        (out / "vocab.txt").write_text("[PAD]\n")
+    assert [path.name for path in out.iterdir()] == ["vocab.txt"]

@@ -21,6 +21,7 @@ from bertlab.data.tasks import (
     score,
     to_iob2,
 )
+from bertlab.data.tasks.classification import suffix_for
 from bertlab.data.tasks.ner import entity_types, tag_scheme
 
 TASK_DATA = Path(__file__).resolve().parent.parent / "data" / "tasks"
@@ -452,3 +453,18 @@ def test_a_file_that_is_not_utf8_names_file_and_line(tmp_path, name, read):
     line = good.count("\n") + 1
     with pytest.raises(ValueError, match=rf"{name}:{line}: not UTF-8 \(byte 0xe9\)"):
         read(path)
+
+
+@pytest.mark.parametrize(
+    ("head", "suffix"),
+    [
+        ('{"text": "fine", "label": "1"}\n', ".jsonl"),
+        ('text,label\n"a, b",1\n', ".csv"),
+        ("\ufefftext,label\n", ".csv"),
+        ("text\tlabel\na, b\t1\n", ".tsv"),
+        ("just a sentence\n", ".tsv"),
+    ],
+)
+def test_standard_input_is_read_in_the_format_its_first_line_shows(head, suffix):
+    """`--data -` has no file name, so no suffix to choose the format by."""
+    assert suffix_for(head) == suffix

@@ -119,6 +119,20 @@ def read_glue(task: str, path: Path | str, with_labels: bool = True) -> list[Exa
     return read_delimited(path, columns, "\t", csv.QUOTE_NONE, GLUE_LABELS[task])
 
 
+def suffix_for(head: str) -> str:
+    """The suffix `read_classification` needs for text that comes without a file name (standard
+    input), from its beginning: JSON Lines when it starts with `{`, CSV when its first line has a
+    comma and no tab, else TSV.
+
+    Example: '{"text": "a"}' -> ".jsonl"; 'text,label' -> ".csv"; 'text\tlabel' -> ".tsv".
+    """
+    head = head.removeprefix("\ufeff")
+    if head.lstrip().startswith("{"):
+        return ".jsonl"
+    first_line = head.split("\n", 1)[0]
+    return ".csv" if "," in first_line and "\t" not in first_line else ".tsv"
+
+
 def read_classification(
     path: Path | str, columns: ColumnSpec, labels: Sequence[str] | None = None
 ) -> list[Example]:

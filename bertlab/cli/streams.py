@@ -1,0 +1,54 @@
+"""`-` for the standard streams: `--data -` (evaluate, predict) reads standard input,
+`--output -` (predict) writes standard output, and `tokenizer encode -` encodes standard input."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bertlab.atomic import atomic_writer
+from bertlab.cli.common import CommandError
+
+STREAM = "-"
+STDIN_NAME = "<stdin>"  # how messages name standard input
+STDOUT = Path("/dev/stdout")  # written in place (bertlab.atomic), never renamed over
+HEAD_BYTES = 4096  # what a suffix is chosen from
+
+
+@contextmanager
+def input_path(value: str, suffix_for: Callable[[str], str] | None = None) -> Iterator[Path]:
+    """`value` as a path; `-`: standard input, copied to a temporary file first (the readers
+    take a path, and the tagging predictions read their input twice). Errors that name the
+    copy name `<stdin>` instead.
+
+    Args:
+        value: the flag's value.
+        suffix_for: the copy's suffix from the text's beginning, for readers that choose the
+            format by the suffix (`--task classification`).
+    """
+    if value != STREAM:
+        yield Path(value)
+        return
+    data = sys.stdin.buffer.read()
+    suffix = suffix_for(data[:HEAD_BYTES].decode("utf-8", "replace")) if suffix_for else ""
+    with tempfile.TemporaryDirectory(prefix="bertlab-stdin-") as directory:
+        path = Path(directory) / f"stdin{suffix}"
+        with atomic_writer(path) as file:
+            file.write(data)
+        try:
+            yield path
+        except ValueError as error:
+            raise CommandError(str(error).replace(str(path), STDIN_NAME)) from error
+
+
+def output_path(value: str) -> Path:
+    """`value` as a path; `-`: standard output."""
+    return STDOUT if value == STREAM else Path(value)
+
+
+def text_argument(value: str) -> str:
+    """`value`; `-`: the text of standard input, without its final line break."""
+    return sys.stdin.read().removesuffix("\n") if value == STREAM else value
