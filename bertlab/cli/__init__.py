@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError
+from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError, add_threads_flag
 from bertlab.cli.convert import add_convert_command
 from bertlab.cli.demo import add_demo_command
 from bertlab.cli.embed import add_embed_command
@@ -25,6 +25,7 @@ from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.serve import add_serve_command
 from bertlab.cli.tasks import add_task_commands
 from bertlab.cli.tokenizer import add_tokenizer_commands
+from bertlab.threads import set_threads
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_demo_command,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run `bertlab COMMAND --help` for the options of each command.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_threads_flag(parser, is_top_level=True)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_commands in COMMANDS:
         add_commands(subparsers)
@@ -66,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        set_threads(args.threads)  # every command, before it builds a model
         return int(handler(args) or 0)
     except KeyboardInterrupt:
         print("bertlab: interrupted", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertlab.cli.common import CommandError
+from bertlab.cli.common import CommandError, add_threads_flag
 
 
 def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +37,7 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
         help="fine-tuning seeds, comma-separated (default: %(default)s)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_threads_flag(parser)
     parser.set_defaults(handler=run_demo_command)
 
 

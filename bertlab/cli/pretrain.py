@@ -13,6 +13,8 @@ import dataclasses
 import os
 import re
 
+from bertlab.cli.common import add_threads_flag
+
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 SECONDS_PER_UNIT = (3600.0, 60.0, 1.0)
 BUDGET_DOCS = "docs/budget.md#what---budget-chooses"
@@ -186,6 +188,7 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         f"masked-LM loss (default: {ElectraConfig.rtd_weight:g}, ELECTRA's lambda)",
     )
     add("--no-progress", action="store_true", help="hide progress bars")
+    add_threads_flag(parser)
     parser.set_defaults(handler=run_pretrain)
 
 

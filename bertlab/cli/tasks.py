@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.atomic import json_text
-from bertlab.cli.common import CommandError
+from bertlab.cli.common import CommandError, add_threads_flag
 from bertlab.config import PRESETS
 from bertlab.data.tasks.registry import (
     DEFAULT_EPOCHS,
@@ -146,7 +146,7 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     _add_strategy_flags(parser, defaults, SCHEDULES)
     _add_feature_flags(parser)
-    _add_threads_flag(parser)
+    add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
     parser.set_defaults(handler=run_finetune)
@@ -251,28 +251,9 @@ def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
-    _add_threads_flag(parser)
+    add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
-
-
-def _add_threads_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch (default: torch's choice, one per core); on a machine "
-        "shared with other jobs, 1 can be many times faster for small models",
-    )
-
-
-def _set_threads(args: argparse.Namespace) -> None:
-    import torch
-
-    if args.threads is not None:
-        if args.threads < 1:
-            raise CommandError(f"--threads must be positive, got {args.threads}")
-        torch.set_num_threads(args.threads)
 
 
 def _add_data_flags(parser: argparse.ArgumentParser) -> None:
@@ -454,7 +435,6 @@ def run_finetune(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
-    _set_threads(args)
     task = _with_features(args, _task(args))
     source = _model_source(args)
     seeds = _seeds(args)
@@ -481,7 +461,6 @@ def _load(args: argparse.Namespace):
     from bertlab.task_families import read_task_file
     from bertlab.tokenization import Tokenizer, check_fits_vocabulary
 
-    _set_threads(args)
     directory = resolve(args.model)
     if not (directory / "config.json").is_file():
         raise CommandError(f"--model {directory}: no config.json (not a model directory)")

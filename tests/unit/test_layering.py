@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # Lowest first. A module may import from its own layer and the layers below it, never above.
 LAYERS = (
     ("atomic", "text_files"),  # writing files: complete or absent; reading corpus files
-    ("config", "metrics", "runtime", "tokenization_fast", "hub", "model_card"),
+    ("config", "metrics", "runtime", "threads", "tokenization_fast", "hub", "model_card"),
     ("tokenization",),
     ("tokenizer_training",),
     ("data",),  # pure data code: never the model
