@@ -5,9 +5,10 @@ settings) as separate processes, each once on the idle machine and once beside o
 CPU-bound process (`--hog`: `python -c "while True: pass"`, or a PyTorch job on two threads;
 started just before the command and ended just after it), idle and loaded alternating, for
 every source tree given (e.g. the code before and after a change) and every extra flag set, in
-rounds. One run of this script gives every ratio, so the machine's drift hits all sides alike. `--nice N` runs the bertlab commands N
-nicer than the other process (idle runs too): the other process then has the higher priority,
-as a job started with `nice -n -15` has over a command typed in a shell.
+rounds. One run of this script gives every ratio, so the machine's drift hits all sides alike.
+`--nice N` runs the bertlab commands N nicer than the other process (idle runs too): the other
+process then has the higher priority, as a job started with `nice -n -15` has over a command
+typed in a shell.
 
 - pretrain: `--max-time` seconds of training (default 12) with the defaults (masked LM + NSP,
   batch 32 x 128, one data worker) on a slice of the IMDB reviews with the bert-base-uncased
