@@ -43,15 +43,8 @@ from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.runtime import default_device, resolve_precision, set_seed
 from bertlab.task_families import Task, make_task, read_task_file, run_task
 from bertlab.tokenization import Tokenizer
-from bertlab.training.finetune import (
-    FinetuneResult,
-    ModelSource,
-    TaskData,
-    apply_freezing,
-    finetuning_card,
-    train_task_model,
-    write_task_model,
-)
+from bertlab.training.finetune import ModelSource, TaskData, finetuning_card, write_task_model
+from bertlab.training.finetune_loop import FinetuneResult, apply_freezing, train_task_model
 from bertlab.training.optim import layer_learning_rates
 
 POOLINGS = ("cls", "mean", "pooler", "tokens")

@@ -30,7 +30,7 @@ from safetensors.numpy import load_file, save_file
 
 from bertlab.atomic import atomic_file, write_json, write_text
 from bertlab.data.collate import pad_rows, sorted_length_batches
-from bertlab.heads import last_real_positions
+from bertlab.feature_heads import last_real_positions
 from bertlab.modeling import BertModel
 from bertlab.tokenization import Tokenizer, longest_first_lengths
 

@@ -12,13 +12,9 @@ Two ways of reading the encoder beyond BERT's own:
   [CLS]: under causal attention position 0 sees only itself, so its vector is the same for every
   input. Sentence heads of a causal model read the last real token instead, which has seen the
   whole input, as GPT's classifier reads its final token (Radford et al. 2018, Sec. 3.3).
-- `FeatureHeadConfig` puts a combination of the encoder's layers (BERT Sec. 5.3, Table 7: one
-  layer, the sum or concatenation of the top four, or ELMo's learned scalar mix of every layer,
-  Peters et al. 2018 eq. 1) and optionally a randomly initialized two-layer BiLSTM between the
-  encoder and the task layer, with the encoder frozen (the feature-based approach) or fine-tuned
-  (Table 5's "+ BiLSTM"). Such a head keeps the Hugging Face key names of its encoder and task
-  layer, but `transformers` has no class that runs it: its settings travel in config.json under
-  `bertlab_features`.
+- A `FeatureHeadConfig` (`bertlab.feature_heads`: BERT Sec. 5.3, Table 7) puts a combination of
+  the encoder's layers and optionally a BiLSTM between the encoder and the task layer, with the
+  encoder frozen or fine-tuned; its settings travel in config.json under `bertlab_features`.
 """
 
 # Shapes: B batch, L sequence length, H hidden_size, N attention heads, D = H // N head size,
@@ -27,7 +23,7 @@ Two ways of reading the encoder beyond BERT's own:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,6 +31,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.config import BertConfig
+from bertlab.feature_heads import (
+    FeatureHeadConfig,
+    LayerFeatures,
+    gather_rows,
+    last_real_positions,
+)
 from bertlab.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel
 
 NUM_SPAN_ENDS = 2  # BERT Sec. 4.2 (SQuAD): a start vector S and an end vector E
@@ -137,179 +139,6 @@ SEQUENCE_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
     "single_label_classification": single_label_loss,
     "multi_label_classification": multi_label_loss,
 }
-
-
-# --- reading the encoder: the sentence position and the layers -----------------------------------
-
-
-def last_real_positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """The index of each sequence's last real (non-padding) token: (B, L) mask -> (B,) int64.
-
-    Padding is on the right, so it is the number of real tokens minus one.
-    """
-    return attention_mask.long().sum(dim=1).clamp(min=1) - 1  # (B,)
-
-
-def sentence_positions(attention_mask: torch.Tensor, is_causal: bool) -> torch.Tensor:
-    """Where a sentence head reads: [CLS] (position 0) for BERT; the last real token for a
-    left-to-right model, the one position that has seen the whole input (GPT's classifier reads
-    its last token, Radford et al. 2018 Sec. 3.3). (B, L) mask -> (B,) int64."""
-    if is_causal:
-        return last_real_positions(attention_mask)
-    return torch.zeros(attention_mask.shape[0], dtype=torch.int64, device=attention_mask.device)
-
-
-def gather_rows(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """One position per sequence: (B, L, F), (B,) int64 -> (B, F)."""
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), positions]  # (B, F)
-
-
-# BERT Sec. 5.3, Table 7: which hidden states a feature-based head reads. `hidden_states` are the
-# embeddings then every layer's output (N + 1 for N layers). "Last four" is the top
-# min(4, N) layers, so a model of fewer than four layers sums or concatenates all of them.
-LAYER_COMBINATIONS = (
-    "embeddings",  # Table 7 "Embeddings": the input layer only
-    "second-to-last",  # Table 7 "Second-to-Last Hidden"
-    "last",  # Table 7 "Last Hidden": what fine-tuning reads
-    "sum-last-four",  # Table 7 "Weighted Sum Last Four Hidden", with equal weights
-    "concat-last-four",  # Table 7 "Concat Last Four Hidden": 4H features
-    "sum-all",  # every hidden state (embeddings included) with equal weights
-    "scalar-mix",  # ELMo eq. 1 over every hidden state: learned softmax weights and a scale
-)
-LAST_FOUR = 4  # BERT Table 7: the top four hidden layers
-NUM_LSTM_LAYERS = 2  # BERT Sec. 5.3: "a randomly initialized two-layer 768-dimensional BiLSTM"
-
-
-@dataclass(frozen=True)
-class FeatureHeadConfig:
-    """How a head reads the encoder when it reads more than the last layer (BERT Sec. 5.3).
-
-    Attributes:
-        layers: one of LAYER_COMBINATIONS.
-        use_bilstm: a randomly initialized two-layer BiLSTM between the features and the task
-            layer (BERT Sec. 5.3 for the feature-based approach; Table 5's "+ BiLSTM").
-        lstm_hidden_size: units per direction; None: the encoder's hidden_size (BERT used 768
-            with BERT-base, its hidden size).
-        do_freeze_encoder: True: the encoder's weights are fixed and it runs without dropout,
-            only the mix, the BiLSTM and the task layer learn (the feature-based approach);
-            False: the encoder is fine-tuned with them.
-    """
-
-    layers: str = "last"
-    use_bilstm: bool = False
-    lstm_hidden_size: int | None = None
-    do_freeze_encoder: bool = True
-
-    def __post_init__(self) -> None:
-        if self.layers not in LAYER_COMBINATIONS:
-            raise ValueError(
-                f"unknown layer combination {self.layers!r}; choose one of "
-                f"{', '.join(LAYER_COMBINATIONS)}"
-            )
-        if self.lstm_hidden_size is not None and self.lstm_hidden_size < 1:
-            raise ValueError(f"lstm_hidden_size must be positive, got {self.lstm_hidden_size}")
-        if self.lstm_hidden_size is not None and not self.use_bilstm:
-            raise ValueError("lstm_hidden_size needs use_bilstm")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> FeatureHeadConfig:
-        return cls(**values)
-
-    def describe(self) -> str:
-        """In words, e.g. "scalar-mix of the layers, a BiLSTM, frozen encoder"."""
-        parts = [f"{self.layers} of the layers" if self.layers != "last" else "last layer"]
-        if self.use_bilstm:
-            parts.append("a two-layer BiLSTM")
-        parts.append("frozen encoder" if self.do_freeze_encoder else "fine-tuned encoder")
-        return ", ".join(parts)
-
-
-class ScalarMix(nn.Module):
-    """ELMo (Peters et al. 2018) eq. 1: gamma * sum_j s_j h_j, s = softmax(w), learned with the
-    task. Starts from uniform weights (w = 0) and gamma = 1."""
-
-    def __init__(self, num_layers: int) -> None:
-        super().__init__()
-        self.weights = nn.Parameter(torch.zeros(num_layers))
-        self.gamma = nn.Parameter(torch.ones(()))
-
-    def mixing_weights(self) -> torch.Tensor:
-        """s: (num_layers,) softmax-normalized, summing to 1."""
-        return self.weights.softmax(dim=0)
-
-    def forward(self, layers: torch.Tensor) -> torch.Tensor:
-        """(J, B, L, H) stacked hidden states -> (B, L, H)."""
-        weights = self.mixing_weights().to(layers.dtype)  # (J,)
-        return self.gamma * torch.einsum("j,jblh->blh", weights, layers)  # (B, L, H)
-
-
-class LayerFeatures(nn.Module):
-    """BERT Sec. 5.3: features from the encoder's hidden states (a `FeatureHeadConfig`'s layer
-    combination), then optionally a two-layer BiLSTM. (B, L, H) per layer -> (B, L, F)."""
-
-    def __init__(self, config: BertConfig, features: FeatureHeadConfig) -> None:
-        super().__init__()
-        self.combination = features.layers
-        num_states = config.num_hidden_layers + 1  # the embeddings and every layer
-        if features.layers == "second-to-last" and config.num_hidden_layers < 2:
-            raise ValueError("second-to-last needs a model of at least two layers")
-        self.top = min(LAST_FOUR, config.num_hidden_layers)
-        self.scalar_mix = ScalarMix(num_states) if features.layers == "scalar-mix" else None
-        size = config.hidden_size * (self.top if features.layers == "concat-last-four" else 1)
-        self.lstm = None
-        if features.use_bilstm:
-            hidden = features.lstm_hidden_size or config.hidden_size
-            self.lstm = nn.LSTM(
-                size, hidden, num_layers=NUM_LSTM_LAYERS, batch_first=True, bidirectional=True
-            )
-            size = 2 * hidden
-        self.output_size = size
-
-    def combine(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """The embeddings and each layer's output, (B, L, H) each -> (B, L, H or top * H)."""
-        top = hidden_states[-self.top :]
-        combined = {
-            "embeddings": lambda: hidden_states[0],
-            "second-to-last": lambda: hidden_states[-2],
-            "last": lambda: hidden_states[-1],
-            "sum-last-four": lambda: torch.stack(top).sum(0),  # (B, L, H)
-            "concat-last-four": lambda: torch.cat(top, dim=-1),  # (B, L, top * H)
-            "sum-all": lambda: torch.stack(hidden_states).sum(0),  # (B, L, H)
-            "scalar-mix": lambda: self.scalar_mix(torch.stack(hidden_states)),  # (B, L, H)
-        }
-        return combined[self.combination]()
-
-    def forward(
-        self, hidden_states: tuple[torch.Tensor, ...], attention_mask: torch.Tensor
-    ) -> torch.Tensor:
-        """hidden_states: N + 1 tensors (B, L, H); attention_mask (B, L) -> (B, L, F)."""
-        features = self.combine(hidden_states)
-        if self.lstm is None:
-            return features
-        lengths = attention_mask.long().sum(dim=1).clamp(min=1).cpu()  # (B,)
-        packed = nn.utils.rnn.pack_padded_sequence(
-            features, lengths, batch_first=True, enforce_sorted=False
-        )
-        output, _ = self.lstm(packed)
-        output, _ = nn.utils.rnn.pad_packed_sequence(
-            output, batch_first=True, total_length=features.shape[1]
-        )  # (B, L, 2 * hidden), zeros at padding
-        return output
-
-    def sentence(
-        self, features: torch.Tensor, attention_mask: torch.Tensor, is_causal: bool
-    ) -> torch.Tensor:
-        """One vector per sequence: (B, L, F) -> (B, F). Without a BiLSTM, the features at
-        `sentence_positions`; with one, its forward state at the last real token and its
-        backward state at the first, each of which has read the whole sequence."""
-        if self.lstm is None:
-            return gather_rows(features, sentence_positions(attention_mask, is_causal))
-        half = features.shape[-1] // 2
-        forward = gather_rows(features[..., :half], last_real_positions(attention_mask))
-        return torch.cat([forward, features[:, 0, half:]], dim=-1)  # (B, F)
 
 
 # --- shared base classes --------------------------------------------------------------------------

@@ -15,8 +15,8 @@ then fine-tuned with the same fine-tuning budget and seeds on SST-2, MRPC, CoNLL
 baselines that had no encoder pre-training: a random encoder whose embedding matrix starts from
 word2vec vectors of the same corpus (the pre-2018 recipe) and a random encoder (`random_twin`).
 The feature-based block fine-tunes only the combination, the BiLSTM and the task layer over the
-frozen MLM + NSP encoder (`heads.FeatureHeadConfig`). `model_sizes` adds Table 6: the MLM + NSP
-row again at other shapes with the same budget.
+frozen MLM + NSP encoder (`feature_heads.FeatureHeadConfig`). `model_sizes` adds Table 6: the
+MLM + NSP row again at other shapes with the same budget.
 
 Everything lands in one directory, each step skipped when its output is there, so running the same
 command again continues an interrupted experiment (`flows.check_settings` refuses one made with
@@ -58,7 +58,7 @@ from bertlab.atomic import atomic_directory
 from bertlab.config import PRESETS, BertConfig, FinetuneConfig, TaskDataConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.data.tasks.splits import subsample
-from bertlab.heads import FeatureHeadConfig
+from bertlab.feature_heads import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer

@@ -207,7 +207,7 @@ def _add_strategy_flags(
 
 
 def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.heads import LAYER_COMBINATIONS
+    from bertlab.feature_heads import LAYER_COMBINATIONS
 
     group = parser.add_argument_group(
         "feature-based",
@@ -338,7 +338,7 @@ def _with_features(args: argparse.Namespace, task):
     """The task with the feature-based head --features and --bilstm ask for (if any)."""
     import dataclasses
 
-    from bertlab.heads import FeatureHeadConfig
+    from bertlab.feature_heads import FeatureHeadConfig
 
     if args.features is None and not args.bilstm:
         return task

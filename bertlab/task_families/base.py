@@ -32,7 +32,8 @@ from bertlab.config import BertConfig, TaskDataConfig, read_json_object
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.data.tasks.registry import TaskSpec
-from bertlab.heads import BertForTask, FeatureHeadConfig, TaskOutput
+from bertlab.feature_heads import FeatureHeadConfig
+from bertlab.heads import BertForTask, TaskOutput
 from bertlab.metrics import METRIC_SETS
 from bertlab.runtime import autocast
 from bertlab.tokenization import Tokenizer
@@ -110,8 +111,8 @@ def _jsonl(records: Sequence[dict]) -> str:
 @dataclass(frozen=True)
 class Task:
     """One task: its registry entry, the columns of generic classification files, input settings
-    and, for a feature-based head, how the head reads the encoder (`heads.FeatureHeadConfig`;
-    None: BERT's fine-tuning head).
+    and, for a feature-based head, how the head reads the encoder
+    (`feature_heads.FeatureHeadConfig`; None: BERT's fine-tuning head).
 
     Subclasses implement one task family each; `make_task` picks the subclass.
     """

@@ -10,15 +10,17 @@ import torch
 
 from bertlab.config import FinetuneConfig
 from bertlab.data.tasks import TaggedSentence
-from bertlab.heads import (
+from bertlab.feature_heads import (
     LAYER_COMBINATIONS,
+    FeatureHeadConfig,
+    ScalarMix,
+    sentence_positions,
+)
+from bertlab.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    FeatureHeadConfig,
-    ScalarMix,
-    sentence_positions,
 )
 from bertlab.modeling import BertForPreTraining
 from bertlab.task_families import make_task

@@ -16,14 +16,16 @@ from bertlab.heads import BertForSequenceClassification
 from bertlab.task_families import make_task
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
 from bertlab.training.finetune import (
-    FinetuneLoop,
-    FinetuneResult,
     ModelSource,
     TaskData,
-    apply_freezing,
     finetune_task,
     read_task_data,
     summarize_seeds,
+)
+from bertlab.training.finetune_loop import (
+    FinetuneLoop,
+    FinetuneResult,
+    apply_freezing,
     train_task_model,
 )
 from bertlab.training.metrics_log import MetricsLog, read_metrics

@@ -1,5 +1,6 @@
 """Fine-tuning strategies: layer-wise learning rates, ULMFiT's slanted triangular schedule and
-gradual unfreezing, Keras' staged recipe (bertlab.training.optim, bertlab.training.finetune)."""
+gradual unfreezing, Keras' staged recipe (bertlab.training.optim,
+bertlab.training.finetune_loop)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 from bertlab.config import FinetuneConfig
 from bertlab.heads import BertForSequenceClassification, BertForTokenClassification
 from bertlab.modeling import BertForPreTraining
-from bertlab.training.finetune import (
+from bertlab.training.finetune_loop import (
     FinetuneLoop,
     apply_freezing,
     train_task_model,

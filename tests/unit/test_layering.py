@@ -23,7 +23,7 @@ LAYERS = (
     ("data",),  # pure data code: never the model
     ("checkpoint", "tf_checkpoint"),  # file formats and key names, not model classes
     ("modeling",),
-    ("heads", "electra"),
+    ("heads", "feature_heads", "electra"),
     ("task_families",),
     ("training",),
     ("features", "inspection", "applications", "language_model", "neighbours"),
