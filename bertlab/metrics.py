@@ -244,3 +244,9 @@ METRIC_SETS: dict[str, Callable[..., dict[str, float]]] = {
     "entity_f1": entity_f1,
     "squad": squad_em_f1,
 }
+PERCENT_SETS = frozenset({"squad"})  # metric sets whose figures are already percentages
+
+
+def as_percent(metric_set: str, value: float) -> float:
+    """A figure of `metric_set` as a percentage: a fraction times 100, SQuAD's as it is."""
+    return value if metric_set in PERCENT_SETS else 100.0 * value

@@ -16,11 +16,12 @@ from typing import Any
 
 from bertlab.apps.flows import RESULTS_FILE, compare, scored, sign_test
 from bertlab.atomic import atomic_file, write_json, write_text
+from bertlab.data.tasks.registry import get_task
+from bertlab.metrics import as_percent
 
 TABLE_FILE = "table.md"
 PLOT_FILE = "ablation.png"
 FIGURE_DPI = 120
-PERCENT = 100.0
 # BERT-base's dev-set scores in the paper (Devlin et al. 2018), for the orderings.
 PAPER_TABLE5 = {  # Table 5: SST-2 and MRPC accuracy, SQuAD v1.1 F1
     "mlm+nsp": {"sst2": 92.7, "mrpc": 86.7, "squad": 88.5},
@@ -58,7 +59,8 @@ def values(results: dict[str, Any], task: str, row: str) -> list[float] | None:
     if not runs:
         return None
     metric = results["tasks"][task]["metric"]
-    return [PERCENT * value for value in scored([run[metric] for run in runs])]
+    metric_set = get_task(results["tasks"][task]["task"]).metrics
+    return [as_percent(metric_set, value) for value in scored([run[metric] for run in runs])]
 
 
 def cell(numbers: Sequence[float] | None) -> str:

@@ -59,7 +59,8 @@ def _results(with_sizes: bool) -> dict:
 
     def runs(task: str, base: float) -> list[dict]:
         metric = next(t.metric for t in TASKS if t.name == task)
-        return [{"f1": base, metric: base + 0.01 * seed} for seed in seeds]
+        scale = 100.0 if task == "squad" else 1.0  # SQuAD's EM and F1 are percentages already
+        return [{"f1": scale * base, metric: scale * (base + 0.01 * seed)} for seed in seeds]
 
     scores = {task.name: {} for task in TASKS}
     for index, row in enumerate(ROWS):
@@ -117,6 +118,8 @@ def test_the_report_has_the_papers_tables_and_its_figures(tmp_path: Path):
     table = (tmp_path / "table.md").read_text(encoding="utf-8")
     assert "| | SST-2 (Acc) | MRPC (Acc) | CoNLL-2003 (F1) | SQuAD (F1) |" in table
     assert "| BERT (MLM + NSP) | 82.0 (81.0–83.0) [92.7] |" in table
+    bert_row = next(line for line in table.splitlines() if line.startswith("| BERT (MLM + NSP) |"))
+    assert bert_row.endswith("| 82.0 (81.0–83.0) [88.5] |")  # SQuAD F1 in %, not 8200
     assert "| LTR & No NSP |" in table and "[77.8]" in table  # Table 5's SQuAD figure
     assert "| Feature-based: Concat Last Four Hidden | 72.0 (71.0–73.0) |" in table
     assert "**Table 6: model size**" in table and "| 4 | 256 | 4 |" in table
