@@ -244,8 +244,10 @@ def test_answer_is_marked_in_its_context(browser, base_url, tmp_path):
     run_view(browser, "answer")
     body = {"inputs": [{"question": QUESTION, "context": CONTEXT}]}
     (expected,) = api(base_url, "qa", "answer", body)["results"]
-    assert expected["answer"] == "Denver"  # learned from squad_style.json
-    assert texts(browser, "#answer-result mark.answer") == ["Denver"]
+    # The span the model picks is its own business (a model of 5 questions answers "Denver" on
+    # one CPU and "Carolina" on another); the page must mark exactly that span of the context.
+    assert expected["answer"] and expected["answer"] in CONTEXT
+    assert texts(browser, "#answer-result mark.answer") == [expected["answer"]]
     assert texts(browser, "#answer-result .marked-text") == [CONTEXT]
     screenshot(browser, "answer", tmp_path)
 
