@@ -16,6 +16,7 @@ token for a left-to-right model (`heads` explains why).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -131,6 +132,61 @@ class ScalarMix(nn.Module):
         return self.gamma * torch.einsum("j,jblh->blh", weights, layers)  # (B, L, H)
 
 
+class BiLSTM(nn.Module):
+    """A stacked bidirectional LSTM over a right-padded batch, each sequence read to its own
+    length: (B, L, F) -> (B, L, 2 * hidden), zeros at the padding.
+
+    The function of `nn.LSTM(bidirectional=True)` over a packed batch, without the packed
+    kernel, which takes ~3.5x as long on a CPU (docs/lab/ablation-notebook.md): each layer is a
+    forward and a backward single-layer `nn.LSTM`; the forward one reads the padded batch as it
+    is (padding comes after every real token), the backward one each sequence reversed within
+    its own length, so that its padding comes last too. Built in `nn.LSTM`'s order, the weights
+    start from the same random numbers; checkpoints written with `nn.LSTM`'s key names
+    (`weight_ih_l0`, `weight_ih_l0_reverse`, ...) load into it.
+    """
+
+    DIRECTIONS = ("left_to_right", "right_to_left")  # nn.LSTM's forward and _reverse
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for layer in range(num_layers):
+            size = input_size if layer == 0 else 2 * hidden_size
+            self.layers.append(
+                nn.ModuleDict(
+                    {name: nn.LSTM(size, hidden_size, batch_first=True) for name in self.DIRECTIONS}
+                )
+            )
+        self.register_load_state_dict_pre_hook(self._rename_lstm_keys)
+
+    @classmethod
+    def _rename_lstm_keys(cls, module, state_dict, prefix, *args) -> None:
+        """`nn.LSTM(bidirectional=True)`'s keys -> this module's: weight_ih_l1_reverse ->
+        layers.1.right_to_left.weight_ih_l0."""
+        pattern = re.compile(rf"^{re.escape(prefix)}(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")
+        for key in [k for k in state_dict if pattern.match(k)]:
+            kind, gate, layer, reverse = pattern.match(key).groups()
+            direction = cls.DIRECTIONS[1 if reverse else 0]
+            state_dict[f"{prefix}layers.{layer}.{direction}.{kind}_{gate}_l0"] = state_dict.pop(key)
+
+    def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """inputs (B, L, F), lengths (B,) of the real tokens -> (B, L, 2 * hidden)."""
+        positions = torch.arange(inputs.shape[1], device=inputs.device)  # (L,)
+        lengths = lengths.to(inputs.device)
+        real = positions[None, :] < lengths[:, None]  # (B, L)
+        # Position t of a sequence of n real tokens reads position n - 1 - t (t < n); padding
+        # stays where it is. The reversal is its own inverse.
+        reverse = torch.where(real, lengths[:, None] - 1 - positions[None, :], positions[None, :])
+        hidden = inputs
+        for layer in self.layers:
+            forward, _ = layer["left_to_right"](hidden)  # (B, L, hidden)
+            index = reverse[:, :, None].expand(-1, -1, hidden.shape[-1])
+            backward, _ = layer["right_to_left"](hidden.gather(1, index))
+            backward = backward.gather(1, reverse[:, :, None].expand_as(backward))
+            hidden = torch.cat([forward, backward], dim=-1)  # (B, L, 2 * hidden)
+        return hidden * real[:, :, None].to(hidden.dtype)
+
+
 class LayerFeatures(nn.Module):
     """BERT Sec. 5.3: features from the encoder's hidden states (a `FeatureHeadConfig`'s layer
     combination), then optionally a two-layer BiLSTM. (B, L, H) per layer -> (B, L, F)."""
@@ -147,9 +203,7 @@ class LayerFeatures(nn.Module):
         self.lstm = None
         if features.use_bilstm:
             hidden = features.lstm_hidden_size or config.hidden_size
-            self.lstm = nn.LSTM(
-                size, hidden, num_layers=NUM_LSTM_LAYERS, batch_first=True, bidirectional=True
-            )
+            self.lstm = BiLSTM(size, hidden, num_layers=NUM_LSTM_LAYERS)
             size = 2 * hidden
         self.output_size = size
 
@@ -174,15 +228,8 @@ class LayerFeatures(nn.Module):
         features = self.combine(hidden_states)
         if self.lstm is None:
             return features
-        lengths = attention_mask.long().sum(dim=1).clamp(min=1).cpu()  # (B,)
-        packed = nn.utils.rnn.pack_padded_sequence(
-            features, lengths, batch_first=True, enforce_sorted=False
-        )
-        output, _ = self.lstm(packed)
-        output, _ = nn.utils.rnn.pad_packed_sequence(
-            output, batch_first=True, total_length=features.shape[1]
-        )  # (B, L, 2 * hidden), zeros at padding
-        return output
+        lengths = attention_mask.long().sum(dim=1).clamp(min=1)  # (B,)
+        return self.lstm(features, lengths)  # (B, L, 2 * hidden), zeros at padding
 
     def sentence(
         self, features: torch.Tensor, attention_mask: torch.Tensor, is_causal: bool

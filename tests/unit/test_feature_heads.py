@@ -12,6 +12,7 @@ from bertlab.config import FinetuneConfig
 from bertlab.data.tasks import TaggedSentence
 from bertlab.feature_heads import (
     LAYER_COMBINATIONS,
+    BiLSTM,
     FeatureHeadConfig,
     ScalarMix,
     sentence_positions,
@@ -108,6 +109,34 @@ def test_the_bilstm_ignores_padding(tiny_config, batch):
     torch.testing.assert_close(
         head(**batch).logits[1, :7], head(**short).logits[0], atol=1e-5, rtol=0
     )
+
+
+def test_the_bilstm_computes_what_a_packed_nn_lstm_computes():
+    """The padded BiLSTM is a speed change: nn.LSTM(bidirectional=True) over a packed batch gives
+    the same outputs and input gradients, from the same random start, and its keys load."""
+    torch.manual_seed(0)
+    reference = torch.nn.LSTM(12, 8, num_layers=2, batch_first=True, bidirectional=True)
+    torch.manual_seed(0)
+    bilstm = BiLSTM(12, 8, num_layers=2)
+    for ours, theirs in zip(bilstm.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(ours, theirs)  # nn.LSTM's order of random numbers
+    loaded = BiLSTM(12, 8, num_layers=2)
+    loaded.load_state_dict(reference.state_dict())  # nn.LSTM's key names
+    inputs = torch.randn(4, 7, 12, requires_grad=True)
+    lengths = torch.tensor([7, 2, 5, 1])
+    packed = torch.nn.utils.rnn.pack_padded_sequence(
+        inputs, lengths, batch_first=True, enforce_sorted=False
+    )
+    expected, _ = torch.nn.utils.rnn.pad_packed_sequence(
+        reference(packed)[0], batch_first=True, total_length=7
+    )
+    (expected_grad,) = torch.autograd.grad(expected.square().sum(), inputs)
+    for model in (bilstm, loaded):
+        output = model(inputs, lengths)
+        (grad,) = torch.autograd.grad(output.square().sum(), inputs)
+        torch.testing.assert_close(output, expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(grad, expected_grad, atol=1e-6, rtol=0)
+    assert output[1, 2:].abs().sum() == 0  # zeros at the padding
 
 
 def test_feature_settings_round_trip_through_config_json(tmp_path, tiny_config, batch):
