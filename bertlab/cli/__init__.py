@@ -63,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # gensim's records of each step of a training, as dictionaries
+        logging.getLogger("gensim.utils").setLevel(logging.WARNING)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

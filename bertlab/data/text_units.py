@@ -115,6 +115,18 @@ def _is_cjk_character(token: str) -> bool:
     return len(token) == 1 and is_cjk_ideograph(token)
 
 
+def jieba_segmenter() -> Callable[[str], list[str]]:
+    """jieba's `lcut` (text -> words), imported on first use: loading its dictionary takes a
+    second or more. jieba logs its loading at DEBUG level through a handler of its own, which
+    printed every line twice beside ours; it now logs warnings only."""
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba.lcut
+
+
 def chinese_word_starts(
     tokens: Sequence[str], segment: Callable[[str], Iterable[str]] | None = None
 ) -> list[bool]:
@@ -141,9 +153,7 @@ def chinese_word_starts(
         ValueError: if the segmenter's words do not join to the text it was given.
     """
     if segment is None:
-        import jieba  # imported here: loading its dictionary takes a second or more
-
-        segment = jieba.lcut
+        segment = jieba_segmenter()
     starts = english_word_starts(tokens)
     index = 0
     while index < len(tokens):

@@ -36,6 +36,7 @@ from gensim.models.keyedvectors import KeyedVectors
 
 from bertlab.atomic import atomic_file
 from bertlab.data.corpus_format import TokenizedCorpus
+from bertlab.data.text_units import jieba_segmenter
 from bertlab.text_files import read_lines
 from bertlab.tokenization import build_normalizer, build_pre_tokenizer
 
@@ -183,10 +184,10 @@ def word_splitter(lang: str) -> Callable[[str], list[str]]:
     if lang not in WORD_LANGS:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(WORD_LANGS)}")
     if lang == "zh":
-        import jieba  # imported here: loading its dictionary takes a second or more
+        segment = jieba_segmenter()
 
         def chinese(text: str) -> list[str]:
-            return [w for w in jieba.lcut(text) if w.strip() and _HAS_WORD_CHARACTER.search(w)]
+            return [w for w in segment(text) if w.strip() and _HAS_WORD_CHARACTER.search(w)]
 
         return chinese
     normalizer = build_normalizer(lowercase=True, strip_accents=True)
