@@ -16,12 +16,12 @@ token for a left-to-right model (`heads` explains why).
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from bertlab.config import BertConfig
 
@@ -132,42 +132,36 @@ class ScalarMix(nn.Module):
         return self.gamma * torch.einsum("j,jblh->blh", weights, layers)  # (B, L, H)
 
 
-class BiLSTM(nn.Module):
-    """A stacked bidirectional LSTM over a right-padded batch, each sequence read to its own
-    length: (B, L, F) -> (B, L, 2 * hidden), zeros at the padding.
+class BiLSTM(nn.LSTM):
+    """`nn.LSTM(bidirectional=True, batch_first=True)` read to each sequence's own length, over
+    the right-padded batch: (B, L, F), lengths (B,) -> (B, L, 2 * hidden), zeros at the padding.
 
-    The function of `nn.LSTM(bidirectional=True)` over a packed batch, without the packed
-    kernel, which takes ~3.5x as long on a CPU (docs/lab/ablation-notebook.md): each layer is a
-    forward and a backward single-layer `nn.LSTM`; the forward one reads the padded batch as it
-    is (padding comes after every real token), the backward one each sequence reversed within
-    its own length, so that its padding comes last too. Built in `nn.LSTM`'s order, the weights
-    start from the same random numbers; checkpoints written with `nn.LSTM`'s key names
-    (`weight_ih_l0`, `weight_ih_l0_reverse`, ...) load into it.
+    The same function, parameters, key names and random start as that LSTM over a packed batch,
+    without the packed kernel, which takes ~3.5x as long on a CPU (docs/lab/ablation-notebook.md).
+    Each direction of each layer runs as a single-layer LSTM on this module's weights
+    (`torch.func.functional_call`): the forward one over the padded batch as it is (padding comes
+    after every real token), the backward one over each sequence reversed within its own length,
+    so that its padding comes last too.
     """
 
-    DIRECTIONS = ("left_to_right", "right_to_left")  # nn.LSTM's forward and _reverse
+    WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList()
-        for layer in range(num_layers):
-            size = input_size if layer == 0 else 2 * hidden_size
-            self.layers.append(
-                nn.ModuleDict(
-                    {name: nn.LSTM(size, hidden_size, batch_first=True) for name in self.DIRECTIONS}
-                )
-            )
-        self.register_load_state_dict_pre_hook(self._rename_lstm_keys)
+        super().__init__(
+            input_size, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=True
+        )
+        # One direction of one layer, per layer: shapes only (on the meta device: no memory, no
+        # random numbers drawn), never registered, so the state dict is nn.LSTM's.
+        self._one_direction = tuple(
+            nn.LSTM(size, hidden_size, batch_first=True, device="meta")
+            for size in [input_size] + [2 * hidden_size] * (num_layers - 1)
+        )
 
-    @classmethod
-    def _rename_lstm_keys(cls, module, state_dict, prefix, *args) -> None:
-        """`nn.LSTM(bidirectional=True)`'s keys -> this module's: weight_ih_l1_reverse ->
-        layers.1.right_to_left.weight_ih_l0."""
-        pattern = re.compile(rf"^{re.escape(prefix)}(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")
-        for key in [k for k in state_dict if pattern.match(k)]:
-            kind, gate, layer, reverse = pattern.match(key).groups()
-            direction = cls.DIRECTIONS[1 if reverse else 0]
-            state_dict[f"{prefix}layers.{layer}.{direction}.{kind}_{gate}_l0"] = state_dict.pop(key)
+    def _run(self, layer: int, suffix: str, inputs: torch.Tensor) -> torch.Tensor:
+        """One direction (suffix "" or "_reverse") of one layer: (B, L, F_in) -> (B, L, hidden)."""
+        weights = {f"{name}_l0": getattr(self, f"{name}_l{layer}{suffix}") for name in self.WEIGHTS}
+        output, _ = functional_call(self._one_direction[layer], weights, (inputs,))
+        return output
 
     def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """inputs (B, L, F), lengths (B,) of the real tokens -> (B, L, 2 * hidden)."""
@@ -178,10 +172,10 @@ class BiLSTM(nn.Module):
         # stays where it is. The reversal is its own inverse.
         reverse = torch.where(real, lengths[:, None] - 1 - positions[None, :], positions[None, :])
         hidden = inputs
-        for layer in self.layers:
-            forward, _ = layer["left_to_right"](hidden)  # (B, L, hidden)
+        for layer in range(self.num_layers):
+            forward = self._run(layer, "", hidden)  # (B, L, hidden)
             index = reverse[:, :, None].expand(-1, -1, hidden.shape[-1])
-            backward, _ = layer["right_to_left"](hidden.gather(1, index))
+            backward = self._run(layer, "_reverse", hidden.gather(1, index))
             backward = backward.gather(1, reverse[:, :, None].expand_as(backward))
             hidden = torch.cat([forward, backward], dim=-1)  # (B, L, 2 * hidden)
         return hidden * real[:, :, None].to(hidden.dtype)

@@ -120,8 +120,9 @@ def test_the_bilstm_computes_what_a_packed_nn_lstm_computes():
     bilstm = BiLSTM(12, 8, num_layers=2)
     for ours, theirs in zip(bilstm.parameters(), reference.parameters(), strict=True):
         assert torch.equal(ours, theirs)  # nn.LSTM's order of random numbers
+    assert list(bilstm.state_dict()) == list(reference.state_dict())  # nn.LSTM's key names
     loaded = BiLSTM(12, 8, num_layers=2)
-    loaded.load_state_dict(reference.state_dict())  # nn.LSTM's key names
+    loaded.load_state_dict(reference.state_dict())
     inputs = torch.randn(4, 7, 12, requires_grad=True)
     lengths = torch.tensor([7, 2, 5, 1])
     packed = torch.nn.utils.rnn.pack_padded_sequence(
