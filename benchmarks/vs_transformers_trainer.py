@@ -669,6 +669,7 @@ def bertlab_finetune_result(out: Path, task: str) -> dict[str, Any]:
 
 
 def write_json(path: Path, value: Any) -> None:
+    """Not bertlab.atomic.write_json: the Trainer's process must not import bertlab (SHAPES)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=1))
 
