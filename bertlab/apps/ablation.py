@@ -152,18 +152,23 @@ class AblationTask:
 
 
 # The columns: Table 5's SST-2, MRPC and SQuAD and Table 7's CoNLL-2003 (MNLI and QNLI are not in
-# the shared data). MRPC is reported as accuracy, as in Table 5.
+# the shared data). MRPC is reported as accuracy, as in Table 5. The training parts are capped so
+# that the whole command with 3 seeds runs in under 2 hours on 2 CPU cores: SST-2 at 8,000 of its
+# 48,511 carved sentences, CoNLL-2003 at 5,000 of 10,110 (Table 7's six BiLSTM rows train on it
+# too), SQuAD at 2,000 questions; dev and test parts are whole but SQuAD's.
 TASKS = (
-    AblationTask("sst2", "sst2", "accuracy", epochs=1, max_seq_length=64),
+    AblationTask("sst2", "sst2", "accuracy", epochs=1, max_seq_length=64, max_train_examples=8000),
     AblationTask("mrpc", "mrpc", "accuracy", epochs=3, max_seq_length=128),
-    AblationTask("conll2003", "conll2003", "f1", epochs=3, max_seq_length=128),
+    AblationTask(
+        "conll2003", "conll2003", "f1", epochs=3, max_seq_length=128, max_train_examples=5000
+    ),
     AblationTask(
         "squad",
         "squad",
         "f1",
         epochs=2,
         max_seq_length=256,
-        max_train_examples=3000,
+        max_train_examples=2000,
         max_dev_examples=300,
         max_test_examples=1000,
     ),

@@ -133,7 +133,23 @@ def _table5(results: dict[str, Any]) -> list[str]:
             paper = PAPER_TABLE5.get(row, {}).get(task)
             cells.append(text + (f" [{paper}]" if paper is not None else ""))
         lines.append(f"| {config['row_labels'][row]} | " + " | ".join(cells) + " |")
-    return lines
+    return lines + ["", _finetuning_budget(results)]
+
+
+def _finetuning_budget(results: dict[str, Any]) -> str:
+    """What each row was fine-tuned on: the epochs and the training part of every column."""
+    config = results["config"]
+    parts = []
+    for name, task in results["tasks"].items():
+        size = task["max_train_examples"]
+        examples = "the whole training part" if size is None else f"{size:,} training examples"
+        epochs = "epoch" if task["epochs"] == 1 else "epochs"
+        parts.append(f"{TASK_NAMES.get(name, name)} {task['epochs']} {epochs} on {examples}")
+    return (
+        f"Fine-tuning, every row alike: {'; '.join(parts)}; batch {config['finetune_batch_size']}, "
+        f"learning rate {config['finetune_learning_rate']:g} "
+        f"({config['feature_learning_rate']:g} for the feature-based rows)."
+    )
 
 
 def judge(first: Sequence[float] | None, second: Sequence[float] | None) -> str:

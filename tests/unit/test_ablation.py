@@ -104,6 +104,9 @@ def _results(with_sizes: bool) -> dict:
             "feature_labels": FEATURE_LABELS,
             "feature_task": "conll2003",
             "model_sizes": sizes,
+            "finetune_batch_size": 32,
+            "finetune_learning_rate": 5e-4,
+            "feature_learning_rate": 1e-3,
         },
         "tasks": {task.name: task.to_json() for task in TASKS},
         "pretraining": pretraining,
@@ -124,6 +127,8 @@ def test_the_report_has_the_papers_tables_and_its_figures(tmp_path: Path):
     assert "| Feature-based: Concat Last Four Hidden | 72.0 (71.0–73.0) |" in table
     assert "**Table 6: model size**" in table and "| 4 | 256 | 4 |" in table
     assert "| BERT (MLM + NSP) vs No NSP (MLM only) | sst2 | ahead (+5.0 vs spread 2.0" in table
+    assert "SST-2 1 epoch on 8,000 training examples; MRPC 3 epochs on the whole training" in table
+    assert "learning rate 0.0005 (0.001 for the feature-based rows)" in table
     assert (tmp_path / "ablation.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "results.json").is_file()
     partial = _results(with_sizes=False)
