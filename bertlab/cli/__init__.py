@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from bertlab.cli.common import EXIT_INTERRUPTED, EXIT_USER_ERROR, CommandError, add_threads_flag
+from bertlab.cli.common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    CommandError,
+    add_threads_flag,
+)
 from bertlab.cli.convert import add_convert_command
 from bertlab.cli.demo import add_demo_command
 from bertlab.cli.embed import add_embed_command
@@ -75,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bertlab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (`bertlab predict ... | head`): stop quietly, as Unix
+        # tools do. stdout now points at nothing, so the interpreter's last flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except (CommandError, ValueError, OSError) as error:
         if args.verbose:
             traceback.print_exc()

@@ -6,6 +6,7 @@ import argparse
 
 EXIT_USER_ERROR = 1
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`'s writer
 
 
 class CommandError(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -159,6 +160,22 @@ def test_encode_reads_the_text_from_stdin_with_a_dash(tmp_path, capsys, monkeypa
     monkeypatch.setattr(sys, "stdin", io.StringIO("bert reads\n"))
     assert main(["tokenizer", "encode", "--tokenizer", str(vocab), "-"]) == 0
     assert capsys.readouterr().out == from_argument
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """`bertlab ... | head -1`: the pipe closes before the command is done printing. It stops
+    with the shell's code for SIGPIPE and says nothing, like any Unix tool; no error line, no
+    "Exception ignored" from the interpreter's last flush."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nbert\nreads\n##s\n", encoding="utf-8")
+    command = [sys.executable, "-m", "bertlab", "tokenizer", "encode", "--tokenizer", str(vocab)]
+    process = subprocess.Popen(
+        [*command, "bert reads " * 200], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdout.close()  # the reader is gone before the first row is printed
+    _, stderr = process.communicate(timeout=120)
+    assert stderr.decode() == ""
+    assert process.returncode == 141
 
 
 def test_a_second_training_into_one_out_is_refused_with_the_holders_pid(
