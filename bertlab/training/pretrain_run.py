@@ -290,12 +290,14 @@ class PretrainRun:
             f"{size:,}-piece vocabulary trained on the corpus" if size else "tokenizer as given"
         )
         dropout = self.pretrain_dropout()
-        objective = data.objective
-        if objective == "electra":
+        objective = f"{data.objective} at {data.mlm_probability:.0%} masking"
+        if data.objective == "clm":  # predicts every next token; nothing is masked
+            objective = "clm (next-token prediction, no masking)"
+        elif data.objective == "electra":
             electra = self.electra_config()
             objective += f" (generator {electra.generator_size:g}, weight {electra.rtd_weight:g})"
         return (
-            f"{shape}, {vocabulary}, {objective} at {data.mlm_probability:.0%} masking, "
+            f"{shape}, {vocabulary}, {objective}, "
             f"{'packed ' if data.pack_sequences else ''}sequences of {data.max_seq_length}, "
             f"batch {loop.batch_size}, {loop.schedule} to {loop.learning_rate:g}, dropout "
             f"{'as the model' if dropout is None else f'{dropout:g}'}"

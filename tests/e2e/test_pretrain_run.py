@@ -32,6 +32,16 @@ def test_every_pretrain_flag_is_a_field_of_the_run_and_back() -> None:
     assert flags == fields
 
 
+def test_the_recipe_line_says_masking_only_for_the_masked_objectives(tmp_path) -> None:
+    def line(objective: str) -> str:
+        run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=600, objective=objective)
+        return run.describe()
+
+    assert "mlm at 40% masking" in line("mlm")
+    assert "clm (next-token prediction, no masking)" in line("clm")
+    assert "masking" not in line("clm").replace("no masking", "")
+
+
 def test_the_command_and_the_library_train_the_same_model(pretrain_files, tmp_path) -> None:
     vocab, corpus = pretrain_files
     settings = {"max_steps": 3, "model_size": "tiny", "max_seq_length": 32, "eval_examples": 8}
