@@ -220,6 +220,13 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
         help="cap every task's training, dev and test parts at N examples: a quick look "
         "(default: the experiment's sizes)",
     )
+    add(
+        "--uncapped",
+        action="store_true",
+        help="fine-tune on the tasks' whole training parts (SST-2 48,511 sentences, CoNLL-2003 "
+        "10,110; SQuAD 3,000 questions) instead of 8,000, 5,000 and 2,000: about 2 h 35 min "
+        "on 2 cores instead of under 2 hours",
+    )
     add("--no-progress", action="store_true", help="hide progress bars")
     ablation.set_defaults(handler=run_ablation_command)
 
@@ -244,6 +251,7 @@ def run_ablation_command(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
         feature_learning_rate=args.feature_learning_rate,
         max_examples=args.max_examples,
+        uncapped=args.uncapped,
     )
     run_ablation(config, show_progress=not args.no_progress)
     return 0

@@ -49,6 +49,13 @@ def test_the_rows_decide_which_objectives_pre_train(tmp_path):
     }
     assert {run.data_config().objective for run in runs.values()} == {"mlm+nsp", "mlm", "clm"}
     assert len({(run.budget, run.tokenizer, run.corpus_cache) for run in runs.values()}) == 1
+    sizes = {task.name: task.max_train_examples for task in config.selected_tasks()}
+    assert sizes == {"sst2": 8000, "mrpc": None, "conll2003": 5000, "squad": 2000}
+    uncapped = AblationConfig(data_dir=tmp_path, out=tmp_path, uncapped=True)
+    sizes = {task.name: task.max_train_examples for task in uncapped.selected_tasks()}
+    assert sizes == {"sst2": None, "mrpc": None, "conll2003": None, "squad": 3000}
+    assert uncapped.settings()["tasks"]["conll2003"]["max_train_examples"] is None
+    assert config.settings()["tasks"]["conll2003"]["max_train_examples"] == 5000
     capped = AblationConfig(data_dir=tmp_path, out=tmp_path, max_examples=50)
     assert all(task.max_train_examples == 50 for task in capped.selected_tasks())
     assert all(task.max_test_examples == 50 for task in capped.selected_tasks())
@@ -143,3 +150,15 @@ def test_the_verdict_needs_more_than_the_seed_spread():
     assert judge([70.0, 71.0, 72.0], [80.0, 81.0, 82.0]).startswith("behind (-10.0")
     assert judge([80.0, 81.0, 90.0], [79.0, 80.0, 81.0]).startswith("level (+1.0 vs spread 10.0")
     assert judge(None, [1.0]) == "–"
+
+
+@pytest.mark.parametrize(("flags", "uncapped"), [([], False), (["--uncapped"], True)])
+def test_the_command_passes_uncapped_to_the_experiment(tmp_path, monkeypatch, flags, uncapped):
+    import bertlab.apps.ablation as ablation
+    from bertlab.cli import main
+
+    seen = []
+    monkeypatch.setattr(ablation, "run_ablation", lambda config, **_: seen.append(config))
+    argv = ["experiment", "ablation", "--data", str(tmp_path), "--out", str(tmp_path / "out")]
+    assert main([*argv, *flags]) == 0
+    assert seen[0].uncapped is uncapped
