@@ -290,10 +290,11 @@ class PretrainRun:
             f"{size:,}-piece vocabulary trained on the corpus" if size else "tokenizer as given"
         )
         dropout = self.pretrain_dropout()
-        objective = f"{data.objective} at {data.mlm_probability:.0%} masking"
         if data.objective == "clm":  # predicts every next token; nothing is masked
             objective = "clm (next-token prediction, no masking)"
-        elif data.objective == "electra":
+        else:
+            objective = f"{data.objective} at {data.mlm_probability:.0%} masking"
+        if data.objective == "electra":
             electra = self.electra_config()
             objective += f" (generator {electra.generator_size:g}, weight {electra.rtd_weight:g})"
         return (
