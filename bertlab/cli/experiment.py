@@ -154,6 +154,7 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
         FINETUNE_LEARNING_RATE,
         ROWS,
         TASKS,
+        UNCAPPED_TRAIN_EXAMPLES,
     )
     from bertlab.config import PRESETS
 
@@ -223,9 +224,11 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
     add(
         "--uncapped",
         action="store_true",
-        help="fine-tune on the tasks' whole training parts (SST-2 48,511 sentences, CoNLL-2003 "
-        "10,110; SQuAD 3,000 questions) instead of 8,000, 5,000 and 2,000: about 2 h 35 min "
-        "on 2 cores instead of under 2 hours",
+        help="fine-tune on the tasks' whole training parts (SQuAD: "
+        f"{UNCAPPED_TRAIN_EXAMPLES['squad']:,} questions) instead of "
+        "the default caps ("
+        + ", ".join(f"{t.name} {t.max_train_examples:,}" for t in TASKS if t.max_train_examples)
+        + "): about 2 h 35 min on 2 cores instead of under 2 hours",
     )
     add("--no-progress", action="store_true", help="hide progress bars")
     ablation.set_defaults(handler=run_ablation_command)
