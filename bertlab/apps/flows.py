@@ -175,6 +175,21 @@ def sign_test(baseline: Sequence[float], other: Sequence[float]) -> tuple[int, i
     return wins, losses, min(1.0, 2 * tail)
 
 
+def win_loss_level(baseline: Sequence[float], other: Sequence[float]) -> str:
+    """ "win" when `other`'s median beats the baseline's by more than the larger seed spread,
+    "loss" when it trails by more, else "level" (`compare`); then the paired seeds won and lost
+    (`sign_test`). Example: "win 5–0"."""
+    comparison = compare(baseline, other)
+    if comparison.wins:
+        word = "win"
+    elif -comparison.margin > comparison.spread:
+        word = "loss"
+    else:
+        word = "level"
+    wins, losses, _ = sign_test(baseline, other)
+    return f"{word} {wins}–{losses}"
+
+
 def undefined(value: float | None) -> bool:
     """An undefined score: NaN in memory (the Spearman correlation of a constant prediction),
     null once written as JSON (`atomic.json_text`) and read back."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, compare, sign_test, summary
+from bertlab.apps.flows import RESULTS_FILE, compare, sign_test, summary, win_loss_level
 from bertlab.atomic import write_json, write_text
 
 TABLE_FILE = "table.md"
@@ -16,21 +15,6 @@ def write_results(out: Path, results: dict[str, Any]) -> None:
     """results.json and table.md from the scores so far (runs not yet made: -)."""
     write_json(out / RESULTS_FILE, results)
     write_text(out / TABLE_FILE, "\n".join(results_table(results)) + "\n")
-
-
-def verdict(baseline: Sequence[float], other: Sequence[float]) -> str:
-    """ "win" when `other`'s median beats the baseline's by more than the larger seed spread,
-    "loss" when it trails by more, else "level" (`flows.compare`); then the paired seeds won and
-    lost (`flows.sign_test`). Example: "win 5–0"."""
-    comparison = compare(baseline, other)
-    if comparison.wins:
-        word = "win"
-    elif -comparison.margin > comparison.spread:
-        word = "loss"
-    else:
-        word = "level"
-    wins, losses, _ = sign_test(baseline, other)
-    return f"{word} {wins}–{losses}"
 
 
 def model_name(path: str) -> str:
@@ -77,7 +61,7 @@ def results_table(results: dict[str, Any]) -> list[str]:
             cell = summary(values)
             is_paired = strategy != baseline and base and len(base) == len(values)
             if is_paired:
-                cell += f", {verdict(base, values)}"
+                cell += f", {win_loss_level(base, values)}"
             cells.append(cell)
         for strategy in others:
             values = by_strategy.get(strategy)

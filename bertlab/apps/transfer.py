@@ -211,7 +211,7 @@ class TransferConfig:
         return first + self.in_domain_files()
 
     def pretrain_dir(self, arm: str = GENERAL) -> Path:
-        return self.out / (PRETRAIN_DIR if arm == GENERAL else f"{PRETRAIN_DIR}-{arm}")
+        return self.out / arm_pretrain_dir(arm)
 
     def pretrain_run(self, resume: bool = False, arm: str = GENERAL) -> PretrainRun:
         """An arm's pre-training: the budget recipe with this experiment's choices.
@@ -400,6 +400,11 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
     if CONTINUED in config.arms:
         settings["continue_minutes"] = config.continue_minutes or config.budget_minutes
     return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
+
+
+def arm_pretrain_dir(arm: str) -> str:
+    """The folder of an arm's pre-training run inside OUT: `pretrain`, `pretrain-in-domain`..."""
+    return PRETRAIN_DIR if arm == GENERAL else f"{PRETRAIN_DIR}-{arm}"
 
 
 def point_name(minutes: float) -> str:

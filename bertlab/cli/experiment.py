@@ -145,6 +145,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     transfer.set_defaults(handler=run_transfer_command)
     add_ablation_command(commands)
     add_strategies_command(commands)
+    add_compare_command(commands)
 
 
 def add_ablation_command(commands: argparse._SubParsersAction) -> None:
@@ -381,4 +382,40 @@ def run_strategies_command(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
     )
     run_strategies(config, show_progress=not args.no_progress)
+    return 0
+
+
+def add_compare_command(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="transfer experiments side by side, e.g. ELECTRA against masked LM",
+        description="Put two or more `bertlab experiment transfer` runs over the same tasks "
+        "(e.g. one with --pretrain-objective electra, one with the recipe's masked LM) in one "
+        "report: a row per task and column with each run's median (min-max) over its seeds, "
+        "every later run judged against the first (win or loss beyond the larger seed spread, "
+        "else level, and the paired seeds won-lost), then each run's pre-training per arm: "
+        "tokens, tokens per second and its last held-out scores. Reads the runs' results.json "
+        "and pre-training logs; trains nothing.",
+    )
+    add = compare.add_argument
+    add("runs", nargs="+", metavar="RUN", help="transfer experiment directories (--out)")
+    add(
+        "--labels",
+        help="comma-separated names of the runs, one each (default: their pre-training objectives)",
+    )
+    add("--out", help="also write the report to this markdown file")
+    compare.set_defaults(handler=run_compare_command)
+
+
+def run_compare_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertlab.apps.transfer_compare import compare_runs
+    from bertlab.atomic import write_text
+
+    labels = list(_names(args.labels)) if args.labels else None
+    lines = compare_runs([Path(run) for run in args.runs], labels)
+    if args.out:
+        write_text(Path(args.out), "\n".join(lines) + "\n")
+    print("\n".join(lines))
     return 0

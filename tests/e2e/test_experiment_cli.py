@@ -22,6 +22,7 @@ from bertlab.apps.transfer import (
     experiment_settings,
     prepare_task_text,
 )
+from bertlab.apps.transfer_compare import compare_runs
 from bertlab.apps.transfer_data import ROWS, TASK_TEXT_GROUP, task_splits
 from bertlab.apps.transfer_report import results_table, verdict
 from bertlab.cli import main
@@ -392,6 +393,13 @@ def test_transfer_with_arms_fine_tunes_every_corpus_and_the_word_vector_twin(tmp
     assert set(results["pretraining_last_eval"]) == {"general", "in-domain", "continued"}
     table = (out / "table.md").read_text()
     assert all(f"{arm}: " in table for arm in ("general", "in-domain", "continued", "word-vectors"))
+    # `experiment compare` reads this layout: a row per column, each pre-trained arm's log.
+    report = compare_runs([out, out], labels=["a", "b"])
+    assert sum(", level 0–0 |" in line for line in report) == len(columns)
+    logged = [line.split(" | ")[1] for line in report if line.startswith("| a | ")]
+    assert logged == ["general", "in-domain", "continued"]
+    assert all(int(line.split(" | ")[4].replace(",", "")) > 0 for line in report
+               if line.startswith("| a | "))  # fmt: skip
     # The continued run starts from the general model and reads the in-domain text.
     general = load_file(out / "pretrain" / "final" / "model.safetensors")
     continued = load_file(out / "pretrain-continued" / "final" / "model.safetensors")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlab.apps.flows import TEST_FILE, random_twin
+from bertlab.apps.flows import TEST_FILE, random_twin, win_loss_level
 from bertlab.apps.strategies import (
     STRATEGIES,
     STRATEGY_ROWS,
     StrategiesConfig,
 )
-from bertlab.apps.strategies_report import model_name, results_table, verdict
+from bertlab.apps.strategies_report import model_name, results_table
 from bertlab.apps.transfer_data import ROWS, task_splits
 from bertlab.cli import main
 from bertlab.config import BertConfig
@@ -93,7 +93,7 @@ def test_the_report_judges_each_strategy_against_bert_default():
     assert table[-1] == (
         "| sst2-1k (accuracy) | +0.0400 vs 0.0200, 3–0, p 0.25 | -0.1000 vs 0.1300, 1–2, p 1.00 |"
     )
-    assert verdict([0.70, 0.71, 0.72], [0.60, 0.61, 0.62]) == "loss 0–3"
+    assert win_loss_level([0.70, 0.71, 0.72], [0.60, 0.61, 0.62]) == "loss 0–3"
     assert model_name("runs/a/final") == "a" and model_name("bert-base-uncased") == (
         "bert-base-uncased"
     )
