@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, compare, scored, summary
+from bertlab.apps.flows import RESULTS_FILE, compare, scored, sign_test, summary
 from bertlab.atomic import atomic_file, write_json, write_text
 
 TABLE_FILE = "table.md"
@@ -60,10 +60,16 @@ def results_table(results: dict[str, Any]) -> list[str]:
 
 def verdict(scratch: Sequence[float], pretrained: Sequence[float]) -> str:
     """ "yes" when the pre-trained median beats scratch's by more than either model's seed spread
-    (`bertlab.apps.flows.compare`), "no" otherwise, with the margin."""
+    (`bertlab.apps.flows.compare`), "no" otherwise, with the margin; over paired seeds (the same
+    seeds, in order) also the seeds won–lost and the two-sided sign test's p (`flows.sign_test`).
+    Example: "yes (+0.1000 vs spread 0.0200; 3–0 seeds, p 0.25)"."""
     comparison = compare(scratch, pretrained)
     answer = "yes" if comparison.wins else "no"
-    return f"{answer} ({comparison.margin:+.4f} vs spread {comparison.spread:.4f})"
+    text = f"{answer} ({comparison.margin:+.4f} vs spread {comparison.spread:.4f}"
+    if len(scratch) != len(pretrained):
+        return text + ")"
+    wins, losses, p_value = sign_test(scratch, pretrained)
+    return text + f"; {wins}–{losses} seeds, p {p_value:.2f})"
 
 
 def plot_transfer(results: dict[str, Any], path: Path) -> Path:

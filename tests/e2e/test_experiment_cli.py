@@ -134,6 +134,11 @@ def test_verdict_needs_more_than_the_seed_spread() -> None:
     assert verdict([0.70, 0.71, 0.72], [0.80, 0.81, 0.82]).startswith("yes (+0.1000")
     assert verdict([0.70, 0.75, 0.80], [0.74, 0.78, 0.79]).startswith("no (+0.0300")
     assert verdict([0.80, 0.80, 0.80], [0.70, 0.71, 0.72]).startswith("no (-0.0900")
+    # Over paired seeds, the seeds won-lost and the sign test's p come with it.
+    assert verdict([0.70, 0.71, 0.72], [0.80, 0.81, 0.82]) == (
+        "yes (+0.1000 vs spread 0.0200; 3–0 seeds, p 0.25)"
+    )
+    assert verdict([0.70, 0.71], [0.80, 0.60, 0.82]).endswith("spread 0.2200)")
 
 
 def test_a_constant_prediction_counts_as_no_correlation() -> None:
