@@ -52,6 +52,7 @@ from bertlab.apps.flows import (
     random_twin,
     seed_dir,
     summary,
+    word_vector_model,
 )
 from bertlab.apps.transfer_data import CORPORA, TransferTask, task_splits
 from bertlab.atomic import atomic_directory
@@ -70,10 +71,7 @@ from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 from bertlab.training.word_vectors import (
     VECTORS_FILE,
-    WordVectorConfig,
     load_vectors,
-    save_vectors,
-    train_word_vectors,
 )
 
 logger = logging.getLogger(__name__)
@@ -506,19 +504,7 @@ def _word_vectors(
     num_train, _ = held_out_split(corpus.num_documents, 1)
     offsets = corpus.sentence_offsets[corpus.document_offsets[: num_train + 1]]
     documents = int((offsets <= WORD_VECTOR_TOKENS).sum()) - 1
-    hidden = BertConfig.from_json_file(shape_dir / "config.json").hidden_size
-    vector_config = WordVectorConfig(vector_size=hidden)
-    started = time.perf_counter()
-    vectors = train_word_vectors(corpus, vector_config, (0, max(1, documents)))
-    say(
-        f"   word vectors: {len(vectors):,} pieces x {hidden} ({vector_config.method}, "
-        f"{documents:,} documents) in {time.perf_counter() - started:.0f} s"
-    )
-    with atomic_directory(directory) as target:
-        shutil.copy2(shape_dir / "config.json", target / "config.json")
-        tokenizer.save_pretrained(target)
-        save_vectors(vectors, target / VECTORS_FILE)
-    return directory
+    return word_vector_model(corpus, shape_dir, directory, say, (0, max(1, documents)))
 
 
 def _twin_factory(config: AblationConfig, shape_dir: Path) -> Callable[[int], Path]:

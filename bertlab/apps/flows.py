@@ -22,7 +22,8 @@ import json
 import math
 import shutil
 import statistics
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,18 @@ from bertlab.task_families import Task, run_task
 from bertlab.tokenization import Tokenizer
 from bertlab.training.budget import init_positions
 from bertlab.training.finetune import ModelSource, TaskData, finetune_task
-from bertlab.training.word_vectors import warm_start
+from bertlab.training.word_vectors import (
+    VECTORS_FILE,
+    WordVectorConfig,
+    save_vectors,
+    train_word_vectors,
+    warm_start,
+)
 
 if TYPE_CHECKING:
     from gensim.models.keyedvectors import KeyedVectors
+
+    from bertlab.data.corpus_format import TokenizedCorpus
 
 TEST_FILE = "test.json"  # a fine-tuning run's metrics on the test split
 RESULTS_FILE = "results.json"  # an app's numbers, from which its table and figures are drawn
@@ -101,6 +110,33 @@ def finetune_and_test(
     if not keep_model:
         shutil.rmtree(result.best_dir)
     return metrics
+
+
+def word_vector_model(
+    corpus: TokenizedCorpus,
+    shape_dir: Path,
+    directory: Path,
+    say: Callable[[str], None],
+    documents: tuple[int, int] | None = None,
+) -> Path:
+    """Skip-gram vectors of `corpus`'s pieces at the width of `shape_dir`'s model (its
+    `documents`, all when None), saved in `directory` beside that shape's config.json and
+    tokenizer: what `random_twin` starts a seed's embedding matrix from (`warm_start`)."""
+    hidden = BertConfig.from_json_file(shape_dir / "config.json").hidden_size
+    vector_config = WordVectorConfig(vector_size=hidden)
+    first, end = documents or (0, corpus.num_documents)
+    started = time.perf_counter()
+    vectors = train_word_vectors(corpus, vector_config, (first, end))
+    say(
+        f"   word vectors: {len(vectors):,} pieces x {hidden} ({vector_config.method}, "
+        f"{vector_config.epochs} epochs over {end - first:,} documents) in "
+        f"{time.perf_counter() - started:.0f} s"
+    )
+    with atomic_directory(directory) as target:
+        shutil.copy2(shape_dir / "config.json", target / "config.json")
+        Tokenizer.from_pretrained(shape_dir).save_pretrained(target)
+        save_vectors(vectors, target / VECTORS_FILE)
+    return directory
 
 
 def random_twin(

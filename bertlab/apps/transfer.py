@@ -41,6 +41,7 @@ from bertlab.apps.flows import (
     read_test,
     seed_dir,
     summary,
+    word_vector_model,
 )
 from bertlab.apps.transfer_data import (
     CORPORA,
@@ -69,10 +70,7 @@ from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 from bertlab.training.word_vectors import (
     VECTORS_FILE,
-    WordVectorConfig,
     load_vectors,
-    save_vectors,
-    train_word_vectors,
 )
 
 logger = logging.getLogger(__name__)
@@ -526,19 +524,7 @@ def _word_vector_model(config: TransferConfig, shape_dir: Path, say) -> Path:
     tokenizer = Tokenizer.from_pretrained(shape_dir)
     work = config.out / WORD_VECTORS_DIR
     corpus = build_corpus(config.in_domain_files(), tokenizer, work / "corpus", config.lang, False)
-    hidden = BertConfig.from_json_file(shape_dir / "config.json").hidden_size
-    vector_config = WordVectorConfig(vector_size=hidden)
-    started = time.perf_counter()
-    vectors = train_word_vectors(corpus, vector_config)
-    say(
-        f"   word vectors: {len(vectors):,} pieces x {hidden} ({vector_config.method}, "
-        f"{vector_config.epochs} epochs) in {time.perf_counter() - started:.0f} s"
-    )
-    with atomic_directory(directory) as target:
-        shutil.copy2(shape_dir / "config.json", target / "config.json")
-        tokenizer.save_pretrained(target)
-        save_vectors(vectors, target / VECTORS_FILE)
-    return directory
+    return word_vector_model(corpus, shape_dir, directory, say)
 
 
 def _point_models(config: TransferConfig, pretrain_dir: Path, say) -> dict[float, Path]:
