@@ -240,6 +240,22 @@ def cjk_fonts(texts: Sequence[str]) -> tuple[list[str], str]:
     return [font, "DejaVu Sans"], ""
 
 
+def save_figure(figure, families: Sequence[str], out_path: str | os.PathLike, dpi: int) -> Path:
+    """Write a matplotlib figure as a PNG, atomically, every text in `families` (`cjk_fonts`),
+    and close it. Glyph warnings are silenced: `cjk_fonts`' note already says what is missing."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    for text_item in figure.findobj(Text):
+        text_item.set_fontfamily(list(families))
+    out_path = Path(out_path)
+    with warnings.catch_warnings(), atomic_file(out_path) as temporary:
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        figure.savefig(temporary, dpi=dpi, bbox_inches="tight")
+    plt.close(figure)
+    return out_path
+
+
 def _cjk_font() -> str | None:
     """The first installed font of `CJK_FONTS`, else the packaged Noto Sans CJK, or None."""
     from matplotlib import font_manager
@@ -291,11 +307,4 @@ def plot_attention(
     figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight (probability)")
     shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."
     figure.suptitle(f"Attention of layer {layer}, every head: {shown!r}{note}")
-    for text_item in figure.findobj(matplotlib.text.Text):
-        text_item.set_fontfamily(families)
-    out_path = Path(out_path)
-    with warnings.catch_warnings(), atomic_file(out_path) as temporary:
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        figure.savefig(temporary, dpi=FIGURE_DPI, bbox_inches="tight")
-    plt.close(figure)
-    return out_path
+    return save_figure(figure, families, out_path, FIGURE_DPI)

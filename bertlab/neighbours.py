@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.atomic import atomic_file
 from bertlab.data.text_units import split_sentences
 from bertlab.features import check_layers, pad_sequences
-from bertlab.inspection import cjk_fonts
+from bertlab.inspection import cjk_fonts, save_figure
 from bertlab.modeling import BertModel
 from bertlab.tokenization import Tokenizer, is_cjk_ideograph
 
@@ -233,14 +231,7 @@ def plot_polysemy(
     )
     axis.set_title(title + (f"\n{note}" if note else ""), fontsize=9)
     axis.grid(alpha=0.3)
-    for text_item in figure.findobj(matplotlib.text.Text):
-        text_item.set_fontfamily(families)
-    out_path = Path(out_path)
-    with warnings.catch_warnings(), atomic_file(out_path) as temporary:
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        figure.savefig(temporary, dpi=FIGURE_DPI, bbox_inches="tight")
-    plt.close(figure)
-    return out_path
+    return save_figure(figure, families, out_path, FIGURE_DPI)
 
 
 def _shown(occurrence: Occurrence) -> str:
