@@ -228,6 +228,19 @@ class ElectraForPreTraining(BertPreTrainedModel):
         """The discriminator as a Hugging Face `BertModel` folder: what fine-tuning uses."""
         self.bert.save_pretrained(directory)
 
+    def save_electra_discriminator(self, directory: str | Path) -> None:
+        """The discriminator with its replaced-token head as a Hugging Face
+        `ElectraForPreTraining` folder: transformers' ELECTRA classes load it with the same
+        hidden states and logits (no pooler: ELECTRA has none)."""
+        state = {
+            f"electra.{key}": value
+            for key, value in self.bert.state_dict().items()
+            if not key.startswith("pooler.")
+        }
+        state |= dict(_prefixed(self, "discriminator_predictions"))
+        values = _electra_values(self.config, self.config.hidden_size, "ElectraForPreTraining")
+        checkpoint.save_model(directory, values, state)
+
     def save_generator(self, directory: str | Path) -> None:
         """The generator as a Hugging Face `ElectraForMaskedLM` folder (the shared embeddings
         included; the output layer is tied to them, as transformers ties it)."""
@@ -240,28 +253,32 @@ class ElectraForPreTraining(BertPreTrainedModel):
             for key, value in getattr(head, name).state_dict().items():
                 state[f"generator_predictions.{name}.{key}"] = value
         state["generator_lm_head.bias"] = head.bias
-        small = generator.config
-        values = {
-            "architectures": ["ElectraForMaskedLM"],
-            "model_type": "electra",
-            "vocab_size": small.vocab_size,
-            "embedding_size": self.config.hidden_size,
-            "hidden_size": small.hidden_size,
-            "num_hidden_layers": small.num_hidden_layers,
-            "num_attention_heads": small.num_attention_heads,
-            "intermediate_size": small.intermediate_size,
-            "hidden_act": small.hidden_act,
-            "hidden_dropout_prob": small.hidden_dropout_prob,
-            "attention_probs_dropout_prob": small.attention_probs_dropout_prob,
-            "max_position_embeddings": small.max_position_embeddings,
-            "type_vocab_size": small.type_vocab_size,
-            "initializer_range": small.initializer_range,
-            "layer_norm_eps": small.layer_norm_eps,
-            "pad_token_id": small.pad_token_id,
-            "position_embedding_type": "absolute",
-            "tie_word_embeddings": True,
-        }
-        checkpoint.save_model(directory, values, state)
+        values = _electra_values(generator.config, self.config.hidden_size, "ElectraForMaskedLM")
+        checkpoint.save_model(directory, values | {"tie_word_embeddings": True}, state)
+
+
+def _electra_values(body: BertConfig, embedding_size: int, architecture: str) -> dict[str, Any]:
+    """config.json of a transformers ELECTRA model with `body`'s shape over embeddings of
+    `embedding_size` (the discriminator's width: the generator projects them to its own)."""
+    return {
+        "architectures": [architecture],
+        "model_type": "electra",
+        "vocab_size": body.vocab_size,
+        "embedding_size": embedding_size,
+        "hidden_size": body.hidden_size,
+        "num_hidden_layers": body.num_hidden_layers,
+        "num_attention_heads": body.num_attention_heads,
+        "intermediate_size": body.intermediate_size,
+        "hidden_act": body.hidden_act,
+        "hidden_dropout_prob": body.hidden_dropout_prob,
+        "attention_probs_dropout_prob": body.attention_probs_dropout_prob,
+        "max_position_embeddings": body.max_position_embeddings,
+        "type_vocab_size": body.type_vocab_size,
+        "initializer_range": body.initializer_range,
+        "layer_norm_eps": body.layer_norm_eps,
+        "pad_token_id": body.pad_token_id,
+        "position_embedding_type": "absolute",
+    }
 
 
 def _prefixed(module: nn.Module, name: str):

@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 FINAL_DIR = "final"
 GENERATOR_DIR = "generator"  # ELECTRA: the generator, beside the final (discriminator) model
+# ELECTRA: the discriminator with its replaced-token head, in transformers' ELECTRA layout
+DISCRIMINATOR_DIR = "discriminator"
 HELD_OUT_FRACTION = 0.02  # documents set aside for evaluation
 MAX_HELD_OUT_DOCUMENTS = 200
 MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
@@ -91,6 +93,7 @@ CURVE_PANELS = (
     ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
     ("rtd_loss", "loss (nats)", "replaced-token detection loss"),
     ("rtd_accuracy", "accuracy", "replaced-token detection accuracy"),
+    ("rtd_auc", "AUC (0.5: chance)", "replaced-token detection AUC, held out"),
     ("learning_rate", "learning rate", "learning rate"),
     ("tokens_per_second", "tokens / s", "throughput"),
 )
@@ -505,6 +508,9 @@ class _Run:
         if is_electra:
             with atomic_directory(self.out_dir / GENERATOR_DIR) as directory:
                 self.model.save_generator(directory)
+                self.tokenizer.save_pretrained(directory)
+            with atomic_directory(self.out_dir / DISCRIMINATOR_DIR) as directory:
+                self.model.save_electra_discriminator(directory)
                 self.tokenizer.save_pretrained(directory)
         return final
 

@@ -56,3 +56,22 @@ def test_the_generator_loads_in_transformers_electra_for_masked_lm(tmp_path) -> 
         theirs = reference.eval()(input_ids=ids).logits  # (B, L, V)
     expected = theirs.gather(1, positions.unsqueeze(-1).expand(-1, -1, theirs.shape[-1]))
     torch.testing.assert_close(ours, expected, rtol=0, atol=1e-5)
+
+
+def test_the_discriminator_with_its_head_loads_in_transformers_electra_for_pretraining(
+    tmp_path,
+) -> None:
+    hf = pytest.importorskip("transformers")
+    model = _model()
+    model.save_electra_discriminator(tmp_path)
+    reference, info = hf.ElectraForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    ids = torch.randint(5, 99, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    with torch.no_grad():
+        hidden = model.bert(ids, mask).last_hidden_state
+        ours = model.discriminator_predictions(hidden)  # (B, L)
+        theirs = reference.eval()(input_ids=ids, attention_mask=mask).logits  # (B, L)
+    real = mask.bool()
+    torch.testing.assert_close(ours[real], theirs[real], rtol=0, atol=1e-5)
