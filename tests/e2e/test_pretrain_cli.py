@@ -152,8 +152,8 @@ def test_sigkill_then_resume_gives_bit_identical_weights(
         pytest.skip("the run finished before it could be killed")
     assert main([*args, "--resume"]) == 0
 
-    folders = ["final", "generator"] if objective == "electra" else ["final"]
-    for folder in folders:  # ELECTRA: the discriminator and the generator
+    folders = ["final", "generator", "discriminator"] if objective == "electra" else ["final"]
+    for folder in folders:  # ELECTRA: the discriminator as a BERT, the generator, the pair
         expected, actual = _weights(reference / folder), _weights(killed / folder)
         assert expected.keys() == actual.keys()
         for key in expected:
@@ -179,6 +179,29 @@ def test_two_processes_follow_the_one_process_loss_curve(pretrain_files, tmp_pat
     }
     assert len(losses[one]) == 8
     assert losses[two] == pytest.approx(losses[one], rel=1e-4)
+
+
+def test_electra_in_two_processes_trains_on_the_one_process_batches(pretrain_files, tmp_path):
+    # Each process samples its own replacements, so only what comes before the sampling can
+    # agree with one process: the tokens of every step and the generator's first loss.
+    same = ["--max-steps", "3", "--log-every", "1", "--dropout", "0", "--objective", "electra"]
+    one = tmp_path / "one"
+    assert main(_args(pretrain_files, tmp_path, one, *same)) == 0
+    two = tmp_path / "two"
+    args = _args(pretrain_files, tmp_path, two, *same)
+    args[args.index("--batch-size") + 1] = "4"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
+    command += ["2", "-m", "bertlab", *args]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    train = {
+        run: [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "train"]
+        for run in (one, two)
+    }
+    assert [r["tokens"] for r in train[two]] == [r["tokens"] for r in train[one]]
+    assert train[two][0]["mlm_loss"] == pytest.approx(train[one][0]["mlm_loss"], rel=1e-4)
+    assert all(math.isfinite(r["rtd_loss"]) for r in train[two])
+    for folder in ("final", "generator", "discriminator"):
+        assert (two / folder / "model.safetensors").is_file()
 
 
 # --- bad input: one line on stderr, exit 1, nothing half-written ------------------------------
