@@ -35,7 +35,7 @@ from bertlab.apps.flows import (
     summary,
 )
 from bertlab.apps.strategies_report import TABLE_FILE, results_table, write_results
-from bertlab.apps.transfer import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE
+from bertlab.apps.transfer_config import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE
 from bertlab.apps.transfer_data import DEV_FRACTION, ROWS, TEST_FRACTION, TransferTask, task_splits
 from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 

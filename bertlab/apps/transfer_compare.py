@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.apps.flows import RESULTS_FILE, summary, win_loss_level
-from bertlab.apps.transfer import GENERAL, arm_pretrain_dir
+from bertlab.apps.transfer_config import GENERAL, arm_pretrain_dir
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 
 # Held-out scores of the last evaluation worth a column, in this order, where a run logged them.
@@ -54,8 +54,8 @@ def pretraining_summary(run_dir: Path) -> dict[str, Any]:
     """What a pre-training run read: steps, tokens and training seconds of its last logged step,
     tokens per second over the run, and its last held-out evaluation."""
     records = read_metrics(run_dir / METRICS_FILE)
-    train = [r for r in records if r["kind"] == "train"]
-    evals = [r for r in records if r["kind"] == "eval"]
+    train = [record for record in records if record["kind"] == "train"]
+    evals = [record for record in records if record["kind"] == "eval"]
     last = train[-1] if train else {"step": 0, "tokens": 0, "elapsed_seconds": 0.0}
     seconds = last["elapsed_seconds"]
     return {
@@ -74,7 +74,7 @@ def comparison_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     labels = list(runs)
     first = runs[labels[0]]
     seeds = {label: results["config"]["seeds"] for label, results in runs.items()}
-    seed_text = "; ".join(f"{label}: {', '.join(map(str, s))}" for label, s in seeds.items())
+    seed_text = "; ".join(f"{label}: {', '.join(map(str, run))}" for label, run in seeds.items())
     lines = [
         f"Test scores, median (min–max) over seeds ({seed_text}); against {labels[0]}: win or "
         "loss when the median differs by more than the larger seed spread, else level, and the "
@@ -147,7 +147,10 @@ def compare_runs(directories: Sequence[Path], labels: Sequence[str] | None = Non
     if any(names != tasks[0] for names in tasks):
         raise ValueError(
             "the experiments scored different tasks: "
-            + "; ".join(f"{d}: {', '.join(t)}" for d, t in zip(directories, tasks, strict=True))
+            + "; ".join(
+                f"{directory}: {', '.join(names)}"
+                for directory, names in zip(directories, tasks, strict=True)
+            )
         )
     if labels is None:
         labels = [results["config"].get("pretrain_objective") or "?" for results in loaded]

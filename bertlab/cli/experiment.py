@@ -12,7 +12,7 @@ from bertlab.cli.pretrain import BUDGET_DOCS, parse_duration
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.apps.transfer import ARMS, PRETRAIN_OBJECTIVES, TransferConfig
+    from bertlab.apps.transfer_config import ARMS, PRETRAIN_OBJECTIVES, TransferConfig
     from bertlab.apps.transfer_data import ROWS
     from bertlab.config import PRESETS
     from bertlab.training.budget import (
@@ -274,7 +274,7 @@ def _numbers(text: str, flag: str, kind=float) -> tuple:
 
 def _points(args: argparse.Namespace, arms: tuple[str, ...]) -> tuple:
     """--points, else the default points of one general run, else none (arms side by side)."""
-    from bertlab.apps.transfer import GENERAL, TransferConfig
+    from bertlab.apps.transfer_config import GENERAL, TransferConfig
 
     if args.points is not None:
         return _numbers(args.points, "--points")
@@ -284,7 +284,8 @@ def _points(args: argparse.Namespace, arms: tuple[str, ...]) -> tuple:
 def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.transfer import TransferConfig, run_transfer
+    from bertlab.apps.transfer import run_transfer
+    from bertlab.apps.transfer_config import TransferConfig
 
     arms = tuple(arm.strip() for arm in args.arms.split(",") if arm.strip())
     config = TransferConfig(

@@ -15,14 +15,9 @@ import torch
 from safetensors.torch import load_file
 
 from bertlab.apps.flows import TEST_FILE, summary
-from bertlab.apps.transfer import (
-    TransferConfig,
-    _point_models,
-    _twin,
-    experiment_settings,
-    prepare_task_text,
-)
+from bertlab.apps.transfer import _point_models, _twin, prepare_task_text
 from bertlab.apps.transfer_compare import compare_runs
+from bertlab.apps.transfer_config import TransferConfig, experiment_settings
 from bertlab.apps.transfer_data import ROWS, TASK_TEXT_GROUP, task_splits
 from bertlab.apps.transfer_report import results_table, verdict
 from bertlab.cli import main
@@ -31,6 +26,7 @@ from bertlab.data.tasks.splits import phrase_roots
 from bertlab.modeling import BertModel
 from bertlab.tokenization import Tokenizer
 from bertlab.training.budget import budget_recipe
+from bertlab.training.checkpointing import list_checkpoints
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 
@@ -424,6 +420,45 @@ def test_transfer_with_arms_fine_tunes_every_corpus_and_the_word_vector_twin(tmp
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)}
     assert main(argv) == 0
     assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
+
+
+def test_electra_arms_fine_tune_the_discriminator_at_each_point(tmp_path) -> None:
+    data = _data_dir(tmp_path / "data")
+    reviews = _in_domain_corpus(tmp_path)
+    out = tmp_path / "experiment"
+    # Checkpoints every 0.1 min: a step of up to 2.4 s (a loaded machine) still leaves one within
+    # 20% of the 0.2-min point.
+    argv = [
+        "experiment", "transfer", "--data", str(data), "--out", str(out), "--budget", "24s",
+        "--pretrain-objective", "electra", "--arms", "general,in-domain",
+        "--in-domain-corpus", str(reviews), "--points", "0.2", "--tasks", "sst2", "--seeds", "1",
+        "--no-progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["pretrain_objective"] == "electra"
+    columns = ["scratch", "general 0.2min", "general", "in-domain 0.2min", "in-domain"]
+    assert results["config"]["points"] == columns
+    assert set(results["scores"]["sst2"]) == set(columns)
+    assert "rtd_auc" in results["pretraining_last_eval"]["general"]
+    # A point fine-tunes the discriminator of its checkpoint: a plain BERT encoder, equal to
+    # the checkpoint's `bert.` weights, without the generator.
+    point = load_file(out / "points" / "general-0.2min" / "model.safetensors")
+    checkpoints = list_checkpoints(out / "pretrain")
+    assert checkpoints
+    assert not any("generator" in key for key in point)
+    matched = [
+        checkpoint for checkpoint in checkpoints
+        if all(torch.equal(value, load_file(checkpoint / "model.safetensors")[f"bert.{key}"])
+               for key, value in point.items())
+    ]  # fmt: skip
+    assert len(matched) == 1
+    assert BertConfig.from_json_file(out / "points" / "general-0.2min" / "config.json")\
+        .hidden_dropout_prob == 0.1  # fmt: skip
+    # ... and `experiment compare` puts it beside itself, the replaced-token AUC logged.
+    report = compare_runs([out, out], labels=["a", "b"])
+    assert any(line.startswith("| a | in-domain | electra |") for line in report)
+    assert "replaced-token AUC" in "\n".join(report)
 
 
 @pytest.mark.parametrize(
