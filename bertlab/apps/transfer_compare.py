@@ -42,10 +42,11 @@ def load_run(directory: Path) -> dict[str, Any]:
     if not isinstance(results, dict) or not {"config", "scores", "metrics"} <= set(results):
         raise ValueError(f"{path} is not the results of `bertlab experiment transfer`")
     arms = results["config"].get("arms") or [GENERAL]
+    run_dirs = {arm: Path(directory) / arm_pretrain_dir(arm) for arm in arms}
     results["pretraining"] = {
-        arm: pretraining_summary(Path(directory) / arm_pretrain_dir(arm))
-        for arm in arms
-        if (Path(directory) / arm_pretrain_dir(arm) / METRICS_FILE).is_file()
+        arm: pretraining_summary(run_dir)
+        for arm, run_dir in run_dirs.items()
+        if (run_dir / METRICS_FILE).is_file()
     }
     return results
 

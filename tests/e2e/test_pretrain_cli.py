@@ -158,25 +158,34 @@ def test_sigkill_then_resume_gives_bit_identical_weights(
         assert expected.keys() == actual.keys()
         for key in expected:
             assert torch.equal(expected[key], actual[key]), key
-    train = [r for r in read_metrics(killed / "metrics.jsonl") if r["kind"] == "train"]
+    train = _train_records(killed)
     assert [r["step"] for r in train] == list(range(10, 25, 10)) + [24]
 
 
-def test_two_processes_follow_the_one_process_loss_curve(pretrain_files, tmp_path) -> None:
-    # Dropout off: each process draws its own dropout masks, so only then can the curves agree.
-    same = ["--max-steps", "8", "--log-every", "1", "--dropout", "0"]
+def _one_and_two_processes(pretrain_files, tmp_path: Path, *flags: str) -> tuple[Path, Path]:
+    """The same run in one process (batch 8) and under torchrun in two (batch 4 each): their
+    output directories."""
     one = tmp_path / "one"
-    assert main(_args(pretrain_files, tmp_path, one, *same)) == 0
+    assert main(_args(pretrain_files, tmp_path, one, *flags)) == 0
     two = tmp_path / "two"
-    args = _args(pretrain_files, tmp_path, two, *same)
+    args = _args(pretrain_files, tmp_path, two, *flags)
     args[args.index("--batch-size") + 1] = "4"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
     command += ["2", "-m", "bertlab", *args]
     subprocess.run(command, check=True, capture_output=True, timeout=300)
-    losses = {
-        run: [r["loss"] for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "train"]
-        for run in (one, two)
-    }
+    return one, two
+
+
+def _train_records(run: Path) -> list[dict]:
+    return [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "train"]
+
+
+def test_two_processes_follow_the_one_process_loss_curve(pretrain_files, tmp_path) -> None:
+    # Dropout off: each process draws its own dropout masks, so only then can the curves agree.
+    one, two = _one_and_two_processes(
+        pretrain_files, tmp_path, "--max-steps", "8", "--log-every", "1", "--dropout", "0"
+    )
+    losses = {run: [r["loss"] for r in _train_records(run)] for run in (one, two)}
     assert len(losses[one]) == 8
     assert losses[two] == pytest.approx(losses[one], rel=1e-4)
 
@@ -184,19 +193,11 @@ def test_two_processes_follow_the_one_process_loss_curve(pretrain_files, tmp_pat
 def test_electra_in_two_processes_trains_on_the_one_process_batches(pretrain_files, tmp_path):
     # Each process samples its own replacements, so only what comes before the sampling can
     # agree with one process: the tokens of every step and the generator's first loss.
-    same = ["--max-steps", "3", "--log-every", "1", "--dropout", "0", "--objective", "electra"]
-    one = tmp_path / "one"
-    assert main(_args(pretrain_files, tmp_path, one, *same)) == 0
-    two = tmp_path / "two"
-    args = _args(pretrain_files, tmp_path, two, *same)
-    args[args.index("--batch-size") + 1] = "4"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
-    command += ["2", "-m", "bertlab", *args]
-    subprocess.run(command, check=True, capture_output=True, timeout=300)
-    train = {
-        run: [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "train"]
-        for run in (one, two)
-    }
+    one, two = _one_and_two_processes(
+        pretrain_files, tmp_path, "--max-steps", "3", "--log-every", "1", "--dropout", "0",
+        "--objective", "electra",
+    )  # fmt: skip
+    train = {run: _train_records(run) for run in (one, two)}
     assert [r["tokens"] for r in train[two]] == [r["tokens"] for r in train[one]]
     assert train[two][0]["mlm_loss"] == pytest.approx(train[one][0]["mlm_loss"], rel=1e-4)
     assert all(math.isfinite(r["rtd_loss"]) for r in train[two])

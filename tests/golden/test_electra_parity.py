@@ -25,15 +25,21 @@ def _model() -> ElectraForPreTraining:
     return ElectraForPreTraining(config).eval()
 
 
+def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Two sequences of 9 ids, the second padded after 6: (2, 9) int64 ids and mask."""
+    ids = torch.randint(5, 99, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    return ids, mask
+
+
 def test_the_discriminator_loads_in_transformers_bert_model(tmp_path) -> None:
     hf = pytest.importorskip("transformers")
     model = _model()
     model.save_discriminator(tmp_path)
     reference, info = hf.BertModel.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    ids = torch.randint(5, 99, (2, 9))
-    mask = torch.ones_like(ids)
-    mask[1, 6:] = 0
+    ids, mask = _padded_batch()
     with torch.no_grad():
         ours = model.bert(ids, mask).last_hidden_state
         theirs = reference.eval()(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -66,9 +72,7 @@ def test_the_discriminator_with_its_head_loads_in_transformers_electra_for_pretr
     model.save_electra_discriminator(tmp_path)
     reference, info = hf.ElectraForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"], info
-    ids = torch.randint(5, 99, (2, 9))
-    mask = torch.ones_like(ids)
-    mask[1, 6:] = 0
+    ids, mask = _padded_batch()
     with torch.no_grad():
         hidden = model.bert(ids, mask).last_hidden_state
         ours = model.discriminator_predictions(hidden)  # (B, L)
