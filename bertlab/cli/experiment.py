@@ -149,7 +149,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_ablation_command(commands: argparse._SubParsersAction) -> None:
-    from bertlab.apps.ablation import (
+    from bertlab.apps.ablation_config import (
         DEFAULT_BUDGET_MINUTES,
         FEATURE_LEARNING_RATE,
         FINETUNE_LEARNING_RATE,
@@ -238,7 +238,8 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
 def run_ablation_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.ablation import AblationConfig, run_ablation
+    from bertlab.apps.ablation import run_ablation
+    from bertlab.apps.ablation_config import AblationConfig
 
     config = AblationConfig(
         data_dir=Path(args.data),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.apps.ablation import (
+from bertlab.apps.ablation_config import (
     FEATURE_LABELS,
     FEATURE_ROWS,
     ROW_LABELS,

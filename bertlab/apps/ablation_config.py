@@ -1,0 +1,266 @@
+"""What an ablation experiment runs: `AblationConfig`, its rows and columns, its settings.
+
+`bertlab experiment ablation` (`bertlab.apps.ablation`) runs it; the report
+(`bertlab.apps.ablation_report`) and the command line name the same rows and columns from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.apps.transfer_data import CORPORA
+from bertlab.config import PRESETS
+from bertlab.feature_heads import FeatureHeadConfig
+from bertlab.training.budget import budget_recipe
+from bertlab.training.pretrain_run import PretrainRun
+
+LANG = "en"  # the tasks of Tables 5 and 7 are English
+DEFAULT_BUDGET_MINUTES = 10.0  # per objective: three objectives pre-train for 30 minutes in all
+FINETUNE_LEARNING_RATE = 5e-4  # experiment transfer's, measured for these model sizes
+FEATURE_LEARNING_RATE = 1e-3  # only the BiLSTM and the task layer learn: Adam's usual rate
+FINETUNE_BATCH_SIZE = 32
+CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, so that an interrupted run resumes
+EVAL_EVERY_STEPS = 250  # held-out LM evaluations of each pre-training run
+WORD_VECTOR_TOKENS = 10_000_000  # corpus tokens word2vec reads (5 epochs): about what a run sees
+TOKENIZER_DIR, CORPUS_DIR, PRETRAIN_DIR = "tokenizer", "corpus", "pretrain"
+WORD_VECTORS_DIR, FINETUNE_DIR, SHAPES_DIR = "word-vectors", "finetune", "shapes"
+
+# The rows of Table 5, in the paper's order, and the two baselines without encoder pre-training.
+MLM_NSP, MLM, LTR, LTR_BILSTM, WORD_VECTORS, SCRATCH = (
+    "mlm+nsp",
+    "mlm",
+    "ltr",
+    "ltr+bilstm",
+    "word-vectors",
+    "no-pretraining",
+)
+ROWS = (MLM_NSP, MLM, LTR, LTR_BILSTM, WORD_VECTORS, SCRATCH)
+ROW_LABELS = {
+    MLM_NSP: "BERT (MLM + NSP)",
+    MLM: "No NSP (MLM only)",
+    LTR: "LTR & No NSP",
+    LTR_BILSTM: "+ BiLSTM",
+    WORD_VECTORS: "Word vectors only (word2vec embeddings, random encoder)",
+    SCRATCH: "No pre-training (random encoder)",
+}
+# The pre-training objective (`PretrainDataConfig.objective`) behind each pre-trained row.
+OBJECTIVES = {MLM_NSP: "mlm+nsp", MLM: "mlm", LTR: "clm", LTR_BILSTM: "clm"}
+# "+ BiLSTM" (Table 5): the left-to-right model fine-tuned under a random two-layer BiLSTM.
+LTR_BILSTM_HEAD = FeatureHeadConfig(layers="last", use_bilstm=True, do_freeze_encoder=False)
+# Table 7's feature-based rows, in the paper's order: the frozen MLM + NSP encoder's layers,
+# combined, read by a random two-layer BiLSTM (BERT Sec. 5.3).
+FEATURE_ROWS = (
+    "embeddings",
+    "second-to-last",
+    "last",
+    "sum-last-four",
+    "concat-last-four",
+    "scalar-mix",
+)
+FEATURE_LABELS = {
+    "embeddings": "Embeddings",
+    "second-to-last": "Second-to-Last Hidden",
+    "last": "Last Hidden",
+    "sum-last-four": "Sum Last Four Hidden",
+    "concat-last-four": "Concat Last Four Hidden",
+    "scalar-mix": "Weighted Sum All Layers (ELMo scalar mix)",
+}
+FEATURE_TASK = "conll2003"  # Table 7's task
+FEATURE_ROW_PREFIX = "features-"  # run folders of the feature-based block: features-last, ...
+
+
+@dataclass(frozen=True)
+class AblationTask:
+    """A column: a registered task, the metric the paper reports for it and the fine-tuning
+    budget. `max_*_examples` subsample the carved splits (SQuAD's are large)."""
+
+    name: str
+    task: str  # a name in the task registry
+    metric: str  # a key of the task's metrics, as BERT reports it
+    epochs: int
+    max_seq_length: int
+    max_train_examples: int | None = None
+    max_dev_examples: int | None = None
+    max_test_examples: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# The columns: Table 5's SST-2, MRPC and SQuAD and Table 7's CoNLL-2003 (MNLI and QNLI are not in
+# the shared data). MRPC is reported as accuracy, as in Table 5. The training parts are capped so
+# that the whole command with 3 seeds runs in under 2 hours on 2 CPU cores: SST-2 at 8,000 of its
+# 48,511 carved sentences, CoNLL-2003 at 5,000 of 10,110 (Table 7's six BiLSTM rows train on it
+# too), SQuAD at 2,000 questions; dev and test parts are whole but SQuAD's.
+TASKS = (
+    AblationTask("sst2", "sst2", "accuracy", epochs=1, max_seq_length=64, max_train_examples=8000),
+    AblationTask("mrpc", "mrpc", "accuracy", epochs=3, max_seq_length=128),
+    AblationTask(
+        "conll2003", "conll2003", "f1", epochs=3, max_seq_length=128, max_train_examples=5000
+    ),
+    AblationTask(
+        "squad",
+        "squad",
+        "f1",
+        epochs=2,
+        max_seq_length=256,
+        max_train_examples=2000,
+        max_dev_examples=300,
+        max_test_examples=1000,
+    ),
+)
+# `uncapped`: the training parts of the notebook's first round (about 2 h 35 min on 2 cores),
+# where the BiLSTM rows had the data to learn from; SQuAD stays a sample of its 87,599 questions.
+UNCAPPED_TRAIN_EXAMPLES = {"sst2": None, "mrpc": None, "conll2003": None, "squad": 3000}
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    """What one ablation experiment runs.
+
+    Attributes:
+        data_dir: the shared data directory (`glue/SST-2/...`, `conll2003/`, `squad_v1.1/`).
+        out: the experiment directory.
+        budget_minutes: pre-training minutes of each objective (the budget recipe's).
+        seeds: fine-tuning seeds of every row.
+        tasks: names of TASKS; None: all.
+        rows: names of ROWS.
+        feature_based: run Table 7's feature-based block on CoNLL-2003.
+        model_size: the encoder's PRESETS name; None: the budget recipe's for the minutes.
+        model_sizes: Table 6: more shapes for the MLM + NSP row, with the same budget.
+        corpus: pre-training files; None: the English corpora under data_dir.
+        tokenizer: vocab.txt or tokenizer directory; None: one trained on the corpus.
+        learning_rate: fine-tuning's peak rate; feature_learning_rate: the feature-based rows'.
+        max_examples: caps every task's training, dev and test parts (a quick look, or a test);
+            None: the columns' own sizes.
+        uncapped: train on the whole carved training parts (`UNCAPPED_TRAIN_EXAMPLES`) instead
+            of TASKS' caps, which keep the whole command under 2 hours.
+    """
+
+    data_dir: Path
+    out: Path
+    budget_minutes: float = DEFAULT_BUDGET_MINUTES
+    seeds: tuple[int, ...] = (1, 2, 3)
+    tasks: tuple[str, ...] | None = None
+    rows: tuple[str, ...] = ROWS
+    feature_based: bool = True
+    model_size: str | None = None
+    model_sizes: tuple[str, ...] = ()
+    corpus: tuple[str, ...] | None = None
+    tokenizer: Path | None = None
+    learning_rate: float = FINETUNE_LEARNING_RATE
+    feature_learning_rate: float = FEATURE_LEARNING_RATE
+    max_examples: int | None = None
+    uncapped: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.budget_minutes > 0:
+            raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct and at least one, got {list(self.seeds)}")
+        known = {task.name for task in TASKS}
+        unknown = sorted(set(self.tasks or ()) - known)
+        if unknown or (self.tasks is not None and not self.tasks):
+            raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(known)}")
+        if not self.rows or len(set(self.rows)) != len(self.rows) or set(self.rows) - set(ROWS):
+            raise ValueError(f"rows must be distinct names of {', '.join(ROWS)}, got {self.rows}")
+        for size in (self.model_size, *self.model_sizes):
+            if size is not None and size not in PRESETS:
+                raise ValueError(f"unknown model size {size!r}; choose one of {', '.join(PRESETS)}")
+        if self.shape() in self.model_sizes or len(set(self.model_sizes)) != len(self.model_sizes):
+            raise ValueError(
+                f"model_sizes must be distinct and other than the main shape {self.shape()}"
+            )
+        if self.feature_based and self.tasks is not None and FEATURE_TASK not in self.tasks:
+            raise ValueError(f"the feature-based block runs on {FEATURE_TASK}: add it to tasks")
+        if not self.learning_rate > 0 or not self.feature_learning_rate > 0:
+            raise ValueError("the fine-tuning learning rates must be positive")
+        if self.max_examples is not None and self.max_examples < 2:
+            raise ValueError(f"max_examples must be at least 2, got {self.max_examples}")
+
+    def selected_tasks(self) -> tuple[AblationTask, ...]:
+        """The columns, with their sizes capped by `max_examples`."""
+        chosen = [task for task in self.columns() if self.tasks is None or task.name in self.tasks]
+        if self.max_examples is None:
+            return tuple(chosen)
+        cap = self.max_examples
+        return tuple(
+            dataclasses.replace(
+                task,
+                max_train_examples=min(task.max_train_examples or cap, cap),
+                max_dev_examples=min(task.max_dev_examples or cap, cap),
+                max_test_examples=min(task.max_test_examples or cap, cap),
+            )
+            for task in chosen
+        )
+
+    def columns(self) -> tuple[AblationTask, ...]:
+        """Every column at this experiment's training sizes: TASKS, or uncapped."""
+        if not self.uncapped:
+            return TASKS
+        return tuple(
+            dataclasses.replace(task, max_train_examples=UNCAPPED_TRAIN_EXAMPLES[task.name])
+            for task in TASKS
+        )
+
+    def corpus_files(self) -> list[Path]:
+        names = self.corpus or tuple(str(self.data_dir / name) for name in CORPORA[LANG])
+        return [Path(name) for name in names]
+
+    def shape(self) -> str:
+        """The main encoder's PRESETS name: `model_size`, else the recipe's for the budget."""
+        return self.model_size or budget_recipe(self.budget_minutes * 60).model_size
+
+    def objectives(self) -> list[str]:
+        """The pre-training objectives the rows need, in Table 5's order."""
+        needed = {OBJECTIVES[row] for row in self.rows if row in OBJECTIVES}
+        if self.feature_based or self.model_sizes or {WORD_VECTORS, SCRATCH} & set(self.rows):
+            needed.add("mlm+nsp")  # the features' encoder; the baselines take its shape
+        return [objective for objective in ("mlm+nsp", "mlm", "clm") if objective in needed]
+
+    def pretrain_dir(self, objective: str, size: str | None = None) -> Path:
+        name = objective.replace("+", "-") + ("" if size is None else f"-{size}")
+        return self.out / PRETRAIN_DIR / name
+
+    def tokenizer_path(self) -> Path:
+        return self.tokenizer or self.out / TOKENIZER_DIR
+
+    def pretrain_run(self, objective: str, size: str | None, resume: bool) -> PretrainRun:
+        """One objective's run: the budget recipe with this experiment's corpus, vocabulary,
+        shape and minutes; only the objective (and, for Table 6, the shape) differs."""
+        return PretrainRun(
+            corpus=tuple(self.corpus_files()),
+            out=self.pretrain_dir(objective, size),
+            budget=self.budget_minutes * 60,
+            tokenizer=self.tokenizer_path(),
+            model_size=size or self.model_size,
+            lang=LANG,
+            corpus_cache=self.out / CORPUS_DIR,
+            objective=objective,
+            checkpoint_every_minutes=min(CHECKPOINT_MINUTES, self.budget_minutes / 2),
+            keep_checkpoints=1,
+            eval_every_steps=EVAL_EVERY_STEPS,
+            resume=resume,
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """What every finished step depends on (tasks, rows, seeds and sizes may be added)."""
+        recipe = budget_recipe(self.budget_minutes * 60)
+        settings = {
+            "budget_minutes": self.budget_minutes,
+            "corpus": [str(path.resolve()) for path in self.corpus_files()],
+            "model_size": self.shape(),
+            "tokenizer": str(self.tokenizer.resolve()) if self.tokenizer else None,
+            **{f"recipe.{name}": value for name, value in recipe.to_json().items()},
+            "finetune_learning_rate": self.learning_rate,
+            "feature_learning_rate": self.feature_learning_rate,
+            "finetune_batch_size": FINETUNE_BATCH_SIZE,
+            "word_vector_tokens": WORD_VECTOR_TOKENS,
+            "tasks": {task.name: task.to_json() for task in self.columns()},
+            "max_examples": self.max_examples,
+        }
+        return json.loads(json.dumps(settings))
