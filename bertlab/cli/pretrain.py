@@ -150,7 +150,7 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         "--checkpoint-minutes",
         dest="checkpoint_every_minutes",
         type=float,
-        help="checkpoint every M minutes",
+        help="checkpoint after every M minutes of training (the clock of --max-time)",
     )
     add(
         "--keep-checkpoints",

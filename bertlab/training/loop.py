@@ -127,6 +127,17 @@ class PretrainResult:
     last_eval: dict[str, float] | None
 
 
+def passed_a_mark(before: float, now: float, every: float) -> bool:
+    """Whether training time went past a multiple of `every` seconds between `before` and `now`.
+
+    Timed checkpoints fall on the training clock (`Progress.elapsed`, the clock of `max_time`)
+    at `every`, 2 `every`, ...: each right after the step that passes its mark, whatever the
+    evaluations and the checkpoints themselves took, so a run's checkpoint nearest k minutes of
+    training lies within one step of them. The clock is rank 0's in every process.
+    """
+    return now // every > before // every
+
+
 def held_out_split(num_documents: int, eval_examples: int) -> tuple[int, int]:
     """(training documents, held-out documents): the last documents are held out."""
     if eval_examples == 0 or num_documents < MIN_TRAIN_DOCUMENTS + 2:
@@ -261,7 +272,7 @@ class _Run:
         bar = self._progress_bar(show_progress)
         window = torch.zeros(len(STATS) + 1, dtype=torch.float64)
         # Throughput over training time only: evaluation and checkpoints do not count.
-        window_start, last_checkpoint = self.progress.elapsed, time.monotonic()
+        window_start = last_checkpoint = self.progress.elapsed
         last_eval = None
         while not self._done():
             started = time.perf_counter()
@@ -282,7 +293,7 @@ class _Run:
                 last_eval = self._evaluate(eval_batches)
             if self._checkpoint_due(last_checkpoint):
                 self._save_checkpoint()
-                last_checkpoint = time.monotonic()
+                last_checkpoint = self.progress.elapsed
         if bar is not None:
             bar.close()
         if self._checkpointing() and checkpointing.latest_checkpoint(self.out_dir) != (
@@ -310,8 +321,8 @@ class _Run:
         config, step = self.config, self.progress.step
         due = bool(config.checkpoint_every_steps) and step % config.checkpoint_every_steps == 0
         if config.checkpoint_every_minutes:
-            minutes = (time.monotonic() - last_checkpoint) / SECONDS_PER_MINUTE
-            due = due or self._agreed(float(minutes >= config.checkpoint_every_minutes)) > 0
+            every = config.checkpoint_every_minutes * SECONDS_PER_MINUTE
+            due = due or passed_a_mark(last_checkpoint, self.progress.elapsed, every)
         return due
 
     def _agreed(self, value: float) -> float:
