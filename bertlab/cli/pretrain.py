@@ -31,34 +31,37 @@ def parse_duration(text: str) -> float:
 
 
 def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.config import (
-        OBJECTIVES,
-        PRESETS,
-        ElectraConfig,
-        PretrainConfig,
-        PretrainDataConfig,
-    )
-    from bertlab.training.budget import (
-        LARGER_MODEL,
-        LARGER_MODEL_MINUTES,
-        POSITION_INITS,
-        BudgetRecipe,
-    )
-    from bertlab.training.pretrain_run import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
-
     parser = subparsers.add_parser(
         "pretrain",
-        help="pre-train a BERT on your own corpus (masked LM + next-sentence prediction)",
+        help="pre-train a BERT on your own corpus (masked LM + NSP, masked LM, left-to-right or "
+        "ELECTRA)",
         description="Pre-train a BERT from raw text: the corpus is tokenized once (cached), "
-        "checked (a pre-flight report), then trained with masked LM (+ NSP). Checkpoints, "
-        "metrics.jsonl and curves.png go to --out; the model to OUT/final/ (Hugging Face layout, "
-        "with the tokenizer). Run under `torchrun --nproc_per_node N` for several processes. "
-        "Every flag is a field of the Python API's PretrainRun of the same name.",
+        "checked (a pre-flight report), then trained with the objective (masked LM + NSP by "
+        "default). Checkpoints, metrics.jsonl and curves.png go to --out; the model to OUT/final/ "
+        "(Hugging Face layout, with the tokenizer). Run under `torchrun --nproc_per_node N` for "
+        "several processes. Every flag is a field of the Python API's PretrainRun of the same "
+        "name.",
     )
-    data, train, recipe = PretrainDataConfig, PretrainConfig, BudgetRecipe
-    add = parser.add_argument
+    _add_input_flags(parser)
+    _add_objective_flags(parser)
+    _add_length_flags(parser)
+    _add_optimizer_flags(parser)
+    _add_checkpoint_flags(parser)
+    _add_machine_flags(parser)
+    parser.set_defaults(handler=run_pretrain)
+
+
+def _add_input_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.config import PRESETS
+    from bertlab.training.budget import POSITION_INITS, BudgetRecipe
+    from bertlab.training.pretrain_run import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
+
+    group = parser.add_argument_group("corpus, vocabulary and model")
+    add = group.add_argument
     add("--corpus", nargs="+", required=True, help="text files (.txt/.gz), Google's layout")
     add("--out", required=True, help="run directory: checkpoints, metrics, final model")
+    add("--lang", default="auto", choices=LANGS, help="sentence splitting (default: auto)")
+    add("--corpus-cache", help=f"tokenized corpus directory (default: OUT/{CORPUS_CACHE_DIR})")
     add(
         "--tokenizer",
         help="vocab.txt, tokenizer folder or Hub id (default: the --init-from model's, or one of "
@@ -68,7 +71,7 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         "--vocab-size",
         type=int,
         help="train a vocabulary of this many pieces on the corpus into OUT/tokenizer (default "
-        f"with --budget: {recipe.vocab_size:,})",
+        f"with --budget: {BudgetRecipe.vocab_size:,})",
     )
     add("--model-size", choices=list(PRESETS), help=f"preset (default: {DEFAULT_MODEL_SIZE})")
     add("--config", dest="model_config", help="config.json of the architecture")
@@ -77,6 +80,21 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         help="continue pre-training this model folder or Hugging Face Hub id, e.g. "
         "bert-base-uncased (domain adaptation)",
     )
+    add(
+        "--position-init",
+        choices=POSITION_INITS,
+        help="initial position embeddings of a new model (not with --init-from): normal "
+        "(BERT's) or sinusoidal (the Transformer's sinusoids, still learned; leaves the unigram "
+        "plateau sooner) (default: normal; sinusoidal with --budget)",
+    )
+
+
+def _add_objective_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.config import OBJECTIVES, ElectraConfig, PretrainDataConfig
+
+    group = parser.add_argument_group("objective and sequences")
+    add = group.add_argument
+    data = PretrainDataConfig
     add("--objective", choices=OBJECTIVES, help=f"(default: {data.objective})")
     add("--max-seq-length", type=int, help=f"tokens per sequence (default: {data.max_seq_length})")
     add("--mlm-probability", type=float, help=f"share masked (default: {data.mlm_probability})")
@@ -89,19 +107,49 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         help="mask whole words (zh: jieba words)",
     )
     add(
-        "--position-init",
-        choices=POSITION_INITS,
-        help="initial position embeddings of a new model (not with --init-from): normal "
-        "(BERT's) or sinusoidal (the Transformer's sinusoids, still learned; leaves the unigram "
-        "plateau sooner) (default: normal; sinusoidal with --budget)",
-    )
-    add(
         "--pack-sequences",
         action=argparse.BooleanOptionalAction,
         help="mlm/clm: fill every sequence to the full length across sentence boundaries "
         "(default: off; on with --budget)",
     )
-    add("--lang", default="auto", choices=LANGS, help="sentence splitting (default: auto)")
+    add(
+        "--generator-size",
+        type=float,
+        help="objective electra: the generator's width as a share of the model's (default: "
+        f"{ElectraConfig.generator_size:g}, ELECTRA-Small's)",
+    )
+    add(
+        "--rtd-weight",
+        type=float,
+        help="objective electra: the weight of replaced-token detection against the generator's "
+        f"masked-LM loss (default: {ElectraConfig.rtd_weight:g}, ELECTRA's lambda)",
+    )
+
+
+def _add_length_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.training.budget import LARGER_MODEL, LARGER_MODEL_MINUTES, BudgetRecipe
+
+    group = parser.add_argument_group("how long (one of the three)")
+    budget = group.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--max-steps", type=int, help="optimizer steps to train")
+    budget.add_argument("--max-time", type=parse_duration, help="training time, e.g. 30m, 1h")
+    recipe = BudgetRecipe
+    budget.add_argument(
+        "--budget",
+        type=parse_duration,
+        help=f"training time with the budget recipe ({BUDGET_DOCS}): model size "
+        f"{LARGER_MODEL} from {LARGER_MODEL_MINUTES:g} min ({recipe.model_size} below), "
+        f"a vocabulary trained on the corpus, packed MLM at {recipe.mlm_probability:.0%}%, "
+        "one-cycle; any flag given explicitly still wins",
+    )
+
+
+def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.config import PretrainConfig
+
+    group = parser.add_argument_group("batch, optimizer and schedule")
+    add = group.add_argument
+    train = PretrainConfig
     add(
         "--batch-size",
         type=int,
@@ -111,17 +159,6 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         "--gradient-accumulation-steps",
         type=int,
         help=f"micro-batches per step (default: {train.gradient_accumulation_steps})",
-    )
-    budget = parser.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--max-steps", type=int, help="optimizer steps to train")
-    budget.add_argument("--max-time", type=parse_duration, help="training time, e.g. 30m, 1h")
-    budget.add_argument(
-        "--budget",
-        type=parse_duration,
-        help=f"training time with the budget recipe ({BUDGET_DOCS}): model size "
-        f"{LARGER_MODEL} from {LARGER_MODEL_MINUTES:g} min ({recipe.model_size} below), "
-        f"a vocabulary trained on the corpus, packed MLM at {recipe.mlm_probability:.0%}%, "
-        "one-cycle; any flag given explicitly still wins",
     )
     add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
     add(
@@ -145,6 +182,14 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         "after --budget, which pre-trains without dropout; else the dropout trained with)",
     )
     add("--seed", type=int, help=f"(default: {train.seed})")
+
+
+def _add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.config import PretrainConfig
+
+    group = parser.add_argument_group("checkpoints, evaluation and logging")
+    add = group.add_argument
+    train = PretrainConfig
     add("--checkpoint-every", dest="checkpoint_every_steps", type=int, help="every N steps")
     add(
         "--checkpoint-minutes",
@@ -171,25 +216,16 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         help=f"steps per metrics record (default: {train.log_every_steps})",
     )
+    add("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _add_machine_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("speed")
+    add = group.add_argument
     add("--precision", choices=("auto", "fp32", "bf16"), help="auto: bf16 if fast (default)")
     add("--compile", dest="do_compile", action="store_true", help="torch.compile the model")
     add("--num-workers", type=int, choices=(0, 1), help="0: build batches inline (default: 1)")
-    add("--corpus-cache", help=f"tokenized corpus directory (default: OUT/{CORPUS_CACHE_DIR})")
-    add(
-        "--generator-size",
-        type=float,
-        help="objective electra: the generator's width as a share of the model's (default: "
-        f"{ElectraConfig.generator_size:g}, ELECTRA-Small's)",
-    )
-    add(
-        "--rtd-weight",
-        type=float,
-        help="objective electra: the weight of replaced-token detection against the generator's "
-        f"masked-LM loss (default: {ElectraConfig.rtd_weight:g}, ELECTRA's lambda)",
-    )
-    add("--no-progress", action="store_true", help="hide progress bars")
     add_threads_flag(parser)
-    parser.set_defaults(handler=run_pretrain)
 
 
 def pretrain_run(args: argparse.Namespace):
