@@ -12,18 +12,15 @@ from bertlab.cli.pretrain import BUDGET_DOCS, parse_duration
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.apps.transfer_config import ARMS, PRETRAIN_OBJECTIVES, TransferConfig
-    from bertlab.apps.transfer_data import ROWS
-    from bertlab.config import PRESETS
-    from bertlab.training.budget import (
-        LARGER_MODEL,
-        LARGER_MODEL_LEARNING_RATE,
-        LARGER_MODEL_MINUTES,
-        BudgetRecipe,
-    )
-
     parser = subparsers.add_parser("experiment", help="experiments that measure the recipes")
     commands = parser.add_subparsers(title="experiments", metavar="EXPERIMENT", required=True)
+    add_transfer_command(commands)
+    add_ablation_command(commands)
+    add_strategies_command(commands)
+    add_compare_command(commands)
+
+
+def add_transfer_command(commands: argparse._SubParsersAction) -> None:
     transfer = commands.add_parser(
         "transfer",
         help="does budget pre-training pay off? pre-trained vs from scratch on GLUE-style tasks",
@@ -34,10 +31,21 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "and OUT/results.json. Running the same command again continues an interrupted run; "
         "one with other settings (OUT/settings.json) is refused.",
     )
+    _add_transfer_run_flags(transfer)
+    _add_transfer_pretrain_flags(transfer)
+    _add_transfer_arm_flags(transfer)
+    _add_transfer_finetune_flags(transfer)
+    transfer.set_defaults(handler=run_transfer_command)
+
+
+def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.transfer_config import TransferConfig
+    from bertlab.apps.transfer_data import ROWS
+
     defaults = TransferConfig
     english = ", ".join(t.name for t in ROWS["en"])
     chinese = ", ".join(t.name for t in ROWS["zh"])
-    add = transfer.add_argument
+    add = parser.add_argument
     add(
         "--data",
         required=True,
@@ -45,6 +53,24 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     add("--out", required=True, help="experiment directory")
     add("--lang", default=defaults.lang, choices=list(ROWS), help="en or zh (default: en)")
+    add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
+    add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
+    add("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.transfer_config import PRETRAIN_OBJECTIVES, TransferConfig
+    from bertlab.config import PRESETS
+    from bertlab.training.budget import (
+        LARGER_MODEL,
+        LARGER_MODEL_LEARNING_RATE,
+        LARGER_MODEL_MINUTES,
+        BudgetRecipe,
+    )
+
+    defaults = TransferConfig
+    group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
+    add = group.add_argument
     add(
         "--budget",
         type=parse_duration,
@@ -57,25 +83,10 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         f"{','.join(f'{p:g}' for p in defaults.points)} with the general arm alone, else none; "
         "empty: none)",
     )
-    add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
-    add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
     add(
         "--corpus",
         nargs="+",
         help="pre-training corpus files (default: the language's corpora under --data)",
-    )
-    add(
-        "--learning-rate",
-        type=float,
-        default=defaults.learning_rate,
-        help="fine-tuning learning rate (default: %(default)g)",
-    )
-    add(
-        "--finetune-dropout",
-        type=float,
-        default=defaults.finetune_dropout,
-        help="dropout of every model while fine-tuning, pre-trained and from scratch (default: "
-        "%(default)g, BERT's; 0 fine-tunes without dropout)",
     )
     add(
         "--model-size",
@@ -120,9 +131,16 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="share of tokens masked while pre-training (default: the budget recipe's, "
         f"{BudgetRecipe.mlm_probability:g}; {BUDGET_DOCS})",
     )
+
+
+def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.transfer_config import ARMS, TransferConfig
+
+    group = parser.add_argument_group("arms: the columns")
+    add = group.add_argument
     add(
         "--arms",
-        default=",".join(defaults.arms),
+        default=",".join(TransferConfig.arms),
         help="columns besides scratch, comma-separated, each a pre-training corpus at the whole "
         "budget: general (the language's general corpus), in-domain (text of the tasks' kind: "
         "--in-domain-corpus), mixed (both), continued (the general model pre-trained further on "
@@ -141,11 +159,27 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         help="minutes of in-domain pre-training for the continued arm (default: the budget)",
     )
-    add("--no-progress", action="store_true", help="hide progress bars")
-    transfer.set_defaults(handler=run_transfer_command)
-    add_ablation_command(commands)
-    add_strategies_command(commands)
-    add_compare_command(commands)
+
+
+def _add_transfer_finetune_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.transfer_config import TransferConfig
+
+    defaults = TransferConfig
+    group = parser.add_argument_group("fine-tuning (the same for every column)")
+    add = group.add_argument
+    add(
+        "--learning-rate",
+        type=float,
+        default=defaults.learning_rate,
+        help="fine-tuning learning rate (default: %(default)g)",
+    )
+    add(
+        "--finetune-dropout",
+        type=float,
+        default=defaults.finetune_dropout,
+        help="dropout of every model while fine-tuning, pre-trained and from scratch (default: "
+        "%(default)g, BERT's; 0 fine-tunes without dropout)",
+    )
 
 
 def add_ablation_command(commands: argparse._SubParsersAction) -> None:
