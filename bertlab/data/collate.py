@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.data.pretraining import PretrainingExample
+from bertlab.data.masking import PretrainingExample
 
 IGNORE_INDEX = -100  # label value that the losses skip (PyTorch's and HF's convention)
 PADDED_POSITION = 0  # a padded prediction slot gathers [CLS]; its label is IGNORE_INDEX

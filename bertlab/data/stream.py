@@ -27,12 +27,11 @@ import torch
 from bertlab.config import PretrainDataConfig
 from bertlab.data.collate import collate_pretraining
 from bertlab.data.corpus import TokenizedCorpus
+from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import (
     Instance,
     SpecialIds,
     create_instances_from_document,
-    example_rng,
-    make_example,
     pack_documents,
 )
 

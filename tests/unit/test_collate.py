@@ -9,7 +9,8 @@ import torch
 
 from bertlab.config import PretrainDataConfig
 from bertlab.data.collate import IGNORE_INDEX, collate_pretraining
-from bertlab.data.pretraining import Instance, SpecialIds, make_example
+from bertlab.data.masking import make_example
+from bertlab.data.pretraining import Instance, SpecialIds
 from bertlab.modeling import BertForPreTraining
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)

@@ -12,17 +12,19 @@ import numpy as np
 import pytest
 
 from bertlab.config import PretrainDataConfig
-from bertlab.data import pretraining, text_units
-from bertlab.data.pretraining import (
+from bertlab.data import masking, pretraining, text_units
+from bertlab.data.masking import (
     IS_NEXT_LABEL,
     NOT_NEXT_LABEL,
-    Instance,
-    SpecialIds,
-    create_instances_from_document,
     example_rng,
     make_example,
     mask_tokens,
     pack_instance,
+)
+from bertlab.data.pretraining import (
+    Instance,
+    SpecialIds,
+    create_instances_from_document,
     truncate_seq_pair,
 )
 from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
@@ -91,7 +93,7 @@ def vocab_instances() -> list[Instance]:
     ]
 
 
-@pytest.mark.parametrize("module", [pretraining, text_units])
+@pytest.mark.parametrize("module", [pretraining, masking, text_units])
 def test_docstring_examples_hold(module) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
