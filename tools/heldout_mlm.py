@@ -27,7 +27,8 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenization import Tokenizer
-from bertlab.training.loop import EVAL_SEED_OFFSET, FINAL_DIR, evaluate, held_out_split
+from bertlab.training.loop import EVAL_SEED_OFFSET, FINAL_DIR, held_out_split
+from bertlab.training.pretrain_stats import evaluate
 
 
 def _parse() -> argparse.Namespace:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -38,7 +37,6 @@ from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
 from bertlab.electra import ElectraForPreTraining, ElectraOutput
-from bertlab.metrics import roc_auc
 from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
 from bertlab.runtime import (
     SINGLE_PROCESS,
@@ -53,6 +51,15 @@ from bertlab.tokenization import Tokenizer
 from bertlab.training import checkpointing
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmup_decay
+from bertlab.training.pretrain_stats import (
+    CURVE_PANELS,
+    STAT_TOKENS,
+    STATS,
+    batch_stats,
+    evaluate,
+    named,
+    summarize,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,37 +73,6 @@ MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
 EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
 PREFETCH_BATCHES = 8  # batches a data worker keeps ready
 SECONDS_PER_MINUTE = 60.0
-# A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
-# statistics, summed in the masked-LM slots, are logged under a language model's names.
-CAUSAL_NAMES = {"mlm_loss": "lm_loss", "mlm_accuracy": "lm_accuracy"}
-# Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
-# token detection (`bertlab.electra`); rtd_weighted_loss_sum counts it as the loss does.
-STATS = (
-    "mlm_loss_sum",
-    "mlm_correct",
-    "mlm_count",
-    "nsp_loss_sum",
-    "nsp_correct",
-    "nsp_count",
-    "rtd_loss_sum",
-    "rtd_correct",
-    "rtd_count",
-    "rtd_weighted_loss_sum",
-)
-STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
-CURVE_PANELS = (
-    ("loss", "loss (nats)", "total loss"),
-    ("mlm_loss", "loss (nats)", "masked-LM loss"),
-    ("mlm_accuracy", "accuracy", "masked-LM accuracy"),
-    ("lm_loss", "loss (nats)", "left-to-right LM loss"),
-    ("lm_accuracy", "accuracy", "next-token accuracy"),
-    ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
-    ("rtd_loss", "loss (nats)", "replaced-token detection loss"),
-    ("rtd_accuracy", "accuracy", "replaced-token detection accuracy"),
-    ("rtd_auc", "AUC (0.5: chance)", "replaced-token detection AUC, held out"),
-    ("learning_rate", "learning rate", "learning rate"),
-    ("tokens_per_second", "tokens / s", "throughput"),
-)
 
 
 class DivergedError(ValueError):
@@ -367,7 +343,7 @@ class _Run:
                     share = tokens[index] * context.world_size / total_tokens
                     loss = loss + output.rtd_weight * output.rtd_loss * share
                 loss.backward()
-            stats += _batch_stats(output, batch, count)
+            stats += batch_stats(output, batch, count)
         norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         stats = _all_reduce_sum(stats, context)  # the same in every process, as the norm is
         if not (bool(torch.isfinite(norm)) and bool(torch.isfinite(stats).all())):
@@ -428,7 +404,7 @@ class _Run:
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
         values = evaluate(self.model, batches, self.device, self.precision)
-        values = _named(values, self.data_config)
+        values = named(values, self.data_config)
         self.model.train()
         self.metrics.log("eval", self.progress.step, tokens=self.progress.tokens, **values)
         return values
@@ -450,7 +426,7 @@ class _Run:
     def _update_bar(self, bar: tqdm | None, stats: torch.Tensor, started: float) -> None:
         if bar is None:
             return
-        values = _summary(stats)
+        values = summarize(stats)
         tokens_per_second = float(stats[STAT_TOKENS]) / max(time.perf_counter() - started, 1e-9)
         bar.set_postfix(loss=f"{values['loss']:.3f}", tok_s=f"{tokens_per_second:,.0f}")
         if self.config.max_steps is not None:
@@ -468,7 +444,7 @@ class _Run:
             elapsed_seconds=round(self.progress.elapsed, 3),
             learning_rate=self.optimizer.param_groups[0]["lr"],
             tokens_per_second=float(window[STAT_TOKENS]) / max(seconds, 1e-9),
-            **_named(_summary(window), self.data_config),
+            **named(summarize(window), self.data_config),
         )
 
     def _plot(self) -> None:
@@ -549,100 +525,6 @@ def _setup_key(
 def _all_reduce_sum(values: torch.Tensor, context: DistributedContext) -> torch.Tensor:
     if context.is_distributed:
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
-    return values
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    batches: list[dict[str, torch.Tensor]],
-    device: torch.device,
-    precision: str,
-) -> dict[str, float]:
-    """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
-    predictions. The caller puts the model in eval mode."""
-    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
-    scores, truths = [], []
-    for batch in batches:
-        batch = {key: value.to(device) for key, value in batch.items()}
-        with autocast(device, precision):
-            output = model(**batch)
-        stats += _batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
-        if isinstance(output, ElectraOutput):
-            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
-            scores.append(output.rtd_logits.float()[real].cpu())
-            truths.append(output.rtd_labels[real].cpu())
-    values = _summary(stats)
-    if scores:
-        auc = roc_auc(torch.cat(scores).tolist(), torch.cat(truths).tolist())
-        if not math.isnan(auc):  # one class only: no AUC
-            values["rtd_auc"] = auc
-    return values
-
-
-def _batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
-    """[mlm loss sum, mlm correct, mlm count, nsp loss sum, nsp correct, nsp count, tokens]."""
-    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
-    with torch.no_grad():
-        labels = batch["labels"]
-        if count:
-            predicted = output.mlm_logits.argmax(dim=-1)  # (B, P) or (B, L)
-            stats[0] = float(output.mlm_loss) * count
-            stats[1] = float(((predicted == labels) & (labels != IGNORE_INDEX)).sum())
-            stats[2] = count
-        if output.nsp_loss is not None:
-            nsp_labels = batch["next_sentence_label"]  # (B,)
-            stats[3] = float(output.nsp_loss) * len(nsp_labels)
-            stats[4] = float((output.nsp_logits.argmax(dim=-1) == nsp_labels).sum())
-            stats[5] = len(nsp_labels)
-        if isinstance(output, ElectraOutput):
-            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
-            predicted = (output.rtd_logits > 0).long()  # (B, L)
-            positions = int(real.sum())
-            stats[6] = float(output.rtd_loss) * positions
-            stats[7] = float(((predicted == output.rtd_labels) & real).sum())
-            stats[8] = positions
-            stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
-        stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
-    return stats
-
-
-def _named(values: dict[str, float], data_config: PretrainDataConfig) -> dict[str, float]:
-    """`values` with a causal run's masked-LM names changed to CAUSAL_NAMES."""
-    if data_config.objective != "clm":
-        return values
-    return {CAUSAL_NAMES.get(name, name): value for name, value in values.items()}
-
-
-def _summary(stats: torch.Tensor) -> dict[str, float]:
-    """Loss and accuracies from summed statistics."""
-    values: dict[str, float] = {}
-    (
-        mlm_loss_sum,
-        mlm_correct,
-        mlm_count,
-        nsp_loss_sum,
-        nsp_correct,
-        nsp_count,
-        rtd_loss_sum,
-        rtd_correct,
-        rtd_count,
-        rtd_weighted_loss_sum,
-    ) = stats[:STAT_TOKENS].tolist()
-    loss = 0.0
-    if mlm_count:
-        values["mlm_loss"] = mlm_loss_sum / mlm_count
-        values["mlm_accuracy"] = mlm_correct / mlm_count
-        loss += values["mlm_loss"]
-    if nsp_count:
-        values["nsp_loss"] = nsp_loss_sum / nsp_count
-        values["nsp_accuracy"] = nsp_correct / nsp_count
-        loss += values["nsp_loss"]
-    if rtd_count:
-        values["rtd_loss"] = rtd_loss_sum / rtd_count
-        values["rtd_accuracy"] = rtd_correct / rtd_count
-        loss += rtd_weighted_loss_sum / rtd_count
-    values["loss"] = loss
     return values
 
 

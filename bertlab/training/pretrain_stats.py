@@ -1,0 +1,152 @@
+"""What a pre-training step measures: statistics summed over micro-batches, processes and
+held-out batches, and the losses and accuracies they become.
+
+Sums, not means, so that a step's figures do not depend on how its batch is split: the masked-LM
+loss is weighted by each batch's masked tokens, NSP by its examples, replaced-token detection by
+its real positions. `evaluate` reports the same figures on held-out batches, with the AUC of
+ELECTRA's replaced-token detection.
+"""
+
+# Shapes: B batch, L sequence length, P masked positions per sequence.
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertlab.config import PretrainDataConfig
+from bertlab.electra import ElectraOutput
+from bertlab.metrics import roc_auc
+from bertlab.modeling import IGNORE_INDEX
+from bertlab.runtime import autocast
+
+# A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
+# statistics, summed in the masked-LM slots, are logged under a language model's names.
+CAUSAL_NAMES = {"mlm_loss": "lm_loss", "mlm_accuracy": "lm_accuracy"}
+# Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
+# token detection (`bertlab.electra`); rtd_weighted_loss_sum counts it as the loss does.
+STATS = (
+    "mlm_loss_sum",
+    "mlm_correct",
+    "mlm_count",
+    "nsp_loss_sum",
+    "nsp_correct",
+    "nsp_count",
+    "rtd_loss_sum",
+    "rtd_correct",
+    "rtd_count",
+    "rtd_weighted_loss_sum",
+)
+STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
+CURVE_PANELS = (
+    ("loss", "loss (nats)", "total loss"),
+    ("mlm_loss", "loss (nats)", "masked-LM loss"),
+    ("mlm_accuracy", "accuracy", "masked-LM accuracy"),
+    ("lm_loss", "loss (nats)", "left-to-right LM loss"),
+    ("lm_accuracy", "accuracy", "next-token accuracy"),
+    ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
+    ("rtd_loss", "loss (nats)", "replaced-token detection loss"),
+    ("rtd_accuracy", "accuracy", "replaced-token detection accuracy"),
+    ("rtd_auc", "AUC (0.5: chance)", "replaced-token detection AUC, held out"),
+    ("learning_rate", "learning rate", "learning rate"),
+    ("tokens_per_second", "tokens / s", "throughput"),
+)
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    batches: list[dict[str, torch.Tensor]],
+    device: torch.device,
+    precision: str,
+) -> dict[str, float]:
+    """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
+    predictions. The caller puts the model in eval mode."""
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    scores, truths = [], []
+    for batch in batches:
+        batch = {key: value.to(device) for key, value in batch.items()}
+        with autocast(device, precision):
+            output = model(**batch)
+        stats += batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
+        if isinstance(output, ElectraOutput):
+            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+            scores.append(output.rtd_logits.float()[real].cpu())
+            truths.append(output.rtd_labels[real].cpu())
+    values = summarize(stats)
+    if scores:
+        auc = roc_auc(torch.cat(scores).tolist(), torch.cat(truths).tolist())
+        if not math.isnan(auc):  # one class only: no AUC
+            values["rtd_auc"] = auc
+    return values
+
+
+def batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
+    """One batch's sums in the order of STATS, then its non-padding tokens (STAT_TOKENS).
+
+    `count` is the batch's masked-LM targets (labels other than IGNORE_INDEX)."""
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    with torch.no_grad():
+        labels = batch["labels"]
+        if count:
+            predicted = output.mlm_logits.argmax(dim=-1)  # (B, P) or (B, L)
+            stats[0] = float(output.mlm_loss) * count
+            stats[1] = float(((predicted == labels) & (labels != IGNORE_INDEX)).sum())
+            stats[2] = count
+        if output.nsp_loss is not None:
+            nsp_labels = batch["next_sentence_label"]  # (B,)
+            stats[3] = float(output.nsp_loss) * len(nsp_labels)
+            stats[4] = float((output.nsp_logits.argmax(dim=-1) == nsp_labels).sum())
+            stats[5] = len(nsp_labels)
+        if isinstance(output, ElectraOutput):
+            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+            predicted = (output.rtd_logits > 0).long()  # (B, L)
+            positions = int(real.sum())
+            stats[6] = float(output.rtd_loss) * positions
+            stats[7] = float(((predicted == output.rtd_labels) & real).sum())
+            stats[8] = positions
+            stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
+        stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
+    return stats
+
+
+def named(values: dict[str, float], data_config: PretrainDataConfig) -> dict[str, float]:
+    """`values` with a causal run's masked-LM names changed to CAUSAL_NAMES."""
+    if data_config.objective != "clm":
+        return values
+    return {CAUSAL_NAMES.get(name, name): value for name, value in values.items()}
+
+
+def summarize(stats: torch.Tensor) -> dict[str, float]:
+    """Loss and accuracies from summed statistics."""
+    values: dict[str, float] = {}
+    (
+        mlm_loss_sum,
+        mlm_correct,
+        mlm_count,
+        nsp_loss_sum,
+        nsp_correct,
+        nsp_count,
+        rtd_loss_sum,
+        rtd_correct,
+        rtd_count,
+        rtd_weighted_loss_sum,
+    ) = stats[:STAT_TOKENS].tolist()
+    loss = 0.0
+    if mlm_count:
+        values["mlm_loss"] = mlm_loss_sum / mlm_count
+        values["mlm_accuracy"] = mlm_correct / mlm_count
+        loss += values["mlm_loss"]
+    if nsp_count:
+        values["nsp_loss"] = nsp_loss_sum / nsp_count
+        values["nsp_accuracy"] = nsp_correct / nsp_count
+        loss += values["nsp_loss"]
+    if rtd_count:
+        values["rtd_loss"] = rtd_loss_sum / rtd_count
+        values["rtd_accuracy"] = rtd_correct / rtd_count
+        loss += rtd_weighted_loss_sum / rtd_count
+    values["loss"] = loss
+    return values
