@@ -25,9 +25,10 @@ import torch
 
 from bertlab import checkpoint
 from bertlab.atomic import atomic_file
+from bertlab.basic_tokenization import is_cjk_ideograph
 from bertlab.config import BertConfig
 from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.tokenization import MASK_TOKEN, Tokenizer, is_cjk_ideograph
+from bertlab.tokenization import MASK_TOKEN, Tokenizer
 
 logger = logging.getLogger(__name__)
 

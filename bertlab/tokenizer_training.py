@@ -33,6 +33,12 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from tqdm import tqdm
 
+from bertlab.basic_tokenization import (
+    CJK_RANGES,
+    build_normalizer,
+    build_pre_tokenizer,
+    is_cjk_ideograph,
+)
 from bertlab.text_files import (
     READ_ERRORS,
     check_files,
@@ -42,15 +48,11 @@ from bertlab.text_files import (
     read_head,
 )
 from bertlab.tokenization import (
-    CJK_RANGES,
     CONTINUING_SUBWORD_PREFIX,
     SPECIAL_TOKENS,
     UNK_TOKEN,
     Tokenizer,
     TokenizerOptions,
-    build_normalizer,
-    build_pre_tokenizer,
-    is_cjk_ideograph,
 )
 
 logger = logging.getLogger(__name__)

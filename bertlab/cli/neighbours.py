@@ -161,6 +161,7 @@ def run_embedding_neighbours(args: argparse.Namespace) -> int:
 def run_contextual(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from bertlab.basic_tokenization import is_cjk_ideograph
     from bertlab.hub import resolve
     from bertlab.inspection import load_encoder
     from bertlab.neighbours import (
@@ -170,7 +171,6 @@ def run_contextual(args: argparse.Namespace) -> int:
         word_vectors_in,
     )
     from bertlab.text_files import read_lines
-    from bertlab.tokenization import is_cjk_ideograph
 
     _check_top_k(args.top_k)
     if args.figure is not None and not args.figure.lower().endswith(".png"):

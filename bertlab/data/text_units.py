@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from bertlab.tokenization import CONTINUING_SUBWORD_PREFIX, is_cjk_ideograph
+from bertlab.basic_tokenization import is_cjk_ideograph
+from bertlab.tokenization import CONTINUING_SUBWORD_PREFIX
 
 SPLITTERS_BY_LANG = ("en", "zh")
 

@@ -35,10 +35,10 @@ from gensim.models import Word2Vec
 from gensim.models.keyedvectors import KeyedVectors
 
 from bertlab.atomic import atomic_file
+from bertlab.basic_tokenization import build_normalizer, build_pre_tokenizer
 from bertlab.data.corpus_format import TokenizedCorpus
 from bertlab.data.text_units import jieba_segmenter
 from bertlab.text_files import read_lines
-from bertlab.tokenization import build_normalizer, build_pre_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 LAYERS = (
     ("atomic", "text_files"),  # writing files: complete or absent; reading corpus files
     ("config", "metrics", "runtime", "threads", "tokenization_fast", "hub", "model_card"),
+    ("basic_tokenization",),  # BERT's normalization and pre-tokenization as tokenizers steps
     ("tokenization",),
     ("tokenizer_training",),
     ("data",),  # pure data code: never the model

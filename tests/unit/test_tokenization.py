@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.basic_tokenization import character_classes
 from bertlab.tokenization import (
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerOptions,
-    character_classes,
     longest_first_lengths,
     read_vocab_file,
 )
