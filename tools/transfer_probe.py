@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bertlab.apps import transfer as ex
 from bertlab.apps.flows import summary
+from bertlab.apps.transfer_config import FINETUNE_LEARNING_RATE, TransferConfig
 from bertlab.apps.transfer_data import ROWS, task_splits
 from bertlab.training.budget import FINETUNE_DROPOUT
 
@@ -45,7 +46,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--lang", default="en")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--learning-rate", type=float, default=ex.FINETUNE_LEARNING_RATE)
+    parser.add_argument("--learning-rate", type=float, default=FINETUNE_LEARNING_RATE)
     parser.add_argument("--epochs", type=int, help="default: the experiment's for the task")
     parser.add_argument("--dropout", type=float, default=FINETUNE_DROPOUT)
     parser.add_argument(
@@ -127,7 +128,7 @@ def main() -> None:
         )
     pretrain = Path(args.pretrain)
     out = Path("runs/probes") / args.tag
-    config = ex.TransferConfig(
+    config = TransferConfig(
         data_dir=Path(args.data),
         out=out,
         lang=args.lang,
