@@ -85,6 +85,8 @@ from bertlab.training.word_vectors import (
 logger = logging.getLogger(__name__)
 
 POINT_TOLERANCE = 0.2  # a point's checkpoint must lie within 20% of the minutes asked for
+# ... or within two of the run's mean steps: a timed checkpoint follows the step past its mark.
+POINT_STEPS = 2
 POINTS_DIR = "points"
 FINETUNE_DIR = "finetune"
 WORD_VECTORS_DIR = "word-vectors"
@@ -261,18 +263,23 @@ def _column_models(config: TransferConfig, say: Callable[[str], None]) -> dict[s
 
 
 def _checkpoint_near(run_dir: Path, minutes: float, say: Callable[[str], None]) -> Path:
-    """The checkpoint of a run nearest `minutes` of training (within POINT_TOLERANCE)."""
-    elapsed = {
-        checkpoint: load_state(checkpoint)["progress"]["elapsed"] / 60
-        for checkpoint in list_checkpoints(run_dir)
+    """The checkpoint of a run nearest `minutes` of training: within POINT_TOLERANCE of them, or
+    within POINT_STEPS of the run's mean step time, since a timed checkpoint falls right after the
+    step that passes its mark (a slow machine or a tiny budget can leave it a step past)."""
+    progress = {
+        checkpoint: load_state(checkpoint)["progress"] for checkpoint in list_checkpoints(run_dir)
     }
-    if not elapsed:
+    if not progress:
         raise ValueError(f"{run_dir} has no checkpoints to take the {minutes:g}-min point")
+    elapsed = {checkpoint: values["elapsed"] / 60 for checkpoint, values in progress.items()}
     checkpoint = min(elapsed, key=lambda c: abs(elapsed[c] - minutes))
-    if abs(elapsed[checkpoint] - minutes) > POINT_TOLERANCE * minutes:
+    step_minutes = elapsed[checkpoint] / max(progress[checkpoint]["step"], 1)
+    if abs(elapsed[checkpoint] - minutes) > max(
+        POINT_TOLERANCE * minutes, POINT_STEPS * step_minutes
+    ):
         raise ValueError(
             f"no checkpoint near {minutes:g} min of training in {run_dir} (nearest: "
-            f"{elapsed[checkpoint]:.1f} min, {checkpoint.name})"
+            f"{elapsed[checkpoint]:.2f} min, {checkpoint.name})"
         )
     say(
         f"   {minutes:g}-min point of {run_dir.name}: {checkpoint.name} "
