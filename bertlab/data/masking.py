@@ -1,4 +1,4 @@
-"""Masked-LM examples: an instance -> [CLS] A [SEP] (B [SEP]), masked afresh each epoch.
+"""Pre-training examples: an instance -> [CLS] A [SEP] (B [SEP]), masked afresh each epoch.
 
 Google's `create_masked_lm_predictions` (cited as "Google"), with masks drawn every time an
 example is made (dynamic masking, RoBERTa Sec. 4.1) instead of once per `dupe_factor` copy. The
