@@ -56,6 +56,7 @@ from bertlab.training.budget import (
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
 from bertlab.training.loop import FINAL_DIR, PretrainResult, held_out_split, pretrain
+from bertlab.training.pretrain_stats import near_chance_warning
 
 logger = logging.getLogger(__name__)
 
@@ -409,6 +410,9 @@ def _run(
     )
     if result.last_eval:
         say("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.last_eval.items()))
+    warning = near_chance_warning(result.last_eval)
+    if warning is not None:
+        say(warning)
     dropout = run.final_dropout()
     if dropout is not None and context.is_main and result.final_dir is not None:
         restore_finetune_dropout(result.final_dir, dropout)

@@ -150,3 +150,22 @@ def summarize(stats: torch.Tensor) -> dict[str, float]:
         loss += rtd_weighted_loss_sum / rtd_count
     values["loss"] = loss
     return values
+
+
+# Below this held-out AUC the discriminator has hardly learned to tell replaced tokens from
+# original ones (0.5 is chance), and its encoder has little to transfer: docs/pretraining.md,
+# "ELECTRA: replaced-token detection", measured it at 0.50-0.56 for the budget recipe's hour.
+NEAR_CHANCE_AUC = 0.6
+
+
+def near_chance_warning(last_eval: dict[str, float] | None) -> str | None:
+    """A warning when an ELECTRA run ends with its discriminator near chance; None otherwise
+    (also for the other objectives, which have no `rtd_auc`)."""
+    auc = (last_eval or {}).get("rtd_auc")
+    if auc is None or auc >= NEAR_CHANCE_AUC:
+        return None
+    return (
+        f"warning: the discriminator ends near chance (held-out rtd_auc {auc:.3f} < "
+        f"{NEAR_CHANCE_AUC}): it has learned little to fine-tune; ELECTRA needs more training "
+        "than a short budget gives (docs/pretraining.md, ELECTRA's known problem)"
+    )

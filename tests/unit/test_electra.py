@@ -16,6 +16,7 @@ from bertlab.electra import (
     sample_tokens,
 )
 from bertlab.modeling import IGNORE_INDEX, BertModel
+from bertlab.training.pretrain_stats import NEAR_CHANCE_AUC, near_chance_warning
 
 CLS, SEP, MASK = 2, 3, 4
 
@@ -125,3 +126,12 @@ def test_the_saved_discriminator_is_a_bert_and_the_checkpoint_reloads(config, tm
         model.state_dict().items(), again.state_dict().items(), strict=True
     ):
         assert torch.equal(mine, theirs), name
+
+
+def test_a_run_that_ends_near_chance_is_warned_about() -> None:
+    warning = near_chance_warning({"mlm_loss": 6.3, "rtd_auc": 0.503})
+    assert warning is not None and "rtd_auc 0.503 < 0.6" in warning
+    assert near_chance_warning({"mlm_loss": 6.3, "rtd_auc": NEAR_CHANCE_AUC}) is None
+    assert near_chance_warning({"mlm_loss": 6.3, "rtd_auc": 0.9}) is None
+    assert near_chance_warning({"mlm_loss": 6.3, "mlm_accuracy": 0.1}) is None  # masked LM
+    assert near_chance_warning(None) is None  # no held-out evaluation
