@@ -41,6 +41,10 @@ STATS = (
     "rtd_weighted_loss_sum",
 )
 STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
+# Below this held-out AUC the discriminator has hardly learned to tell replaced tokens from
+# original ones (0.5 is chance) and its encoder has little to transfer: docs/pretraining.md's
+# ELECTRA section measured 0.50-0.56 in the budget recipe's runs.
+NEAR_CHANCE_AUC = 0.6
 CURVE_PANELS = (
     ("loss", "loss (nats)", "total loss"),
     ("mlm_loss", "loss (nats)", "masked-LM loss"),
@@ -150,12 +154,6 @@ def summarize(stats: torch.Tensor) -> dict[str, float]:
         loss += rtd_weighted_loss_sum / rtd_count
     values["loss"] = loss
     return values
-
-
-# Below this held-out AUC the discriminator has hardly learned to tell replaced tokens from
-# original ones (0.5 is chance), and its encoder has little to transfer: docs/pretraining.md,
-# "ELECTRA: replaced-token detection", measured it at 0.50-0.56 for the budget recipe's hour.
-NEAR_CHANCE_AUC = 0.6
 
 
 def near_chance_warning(last_eval: dict[str, float] | None) -> str | None:
