@@ -8,8 +8,8 @@ batches, so that a discriminator that does not learn can be told from a bug in o
 `bertlab pretrain` run on the corpus). Both sides: a BERT-mini discriminator (4 x 256), a generator
 of `--generator-size` of its width with the same depth, the embeddings shared and the generator's
 output layer tied to them, loss = MLM + `--rtd-weight` x detection; no dropout, BERT's normal
-initialization; AdamW (weight decay 0.01 on matrices, eps 1e-6), gradient norm clipped to 1,
-linear warm-up over 10% of `--total-steps` then linear decay to 0; packed sequences of 128,
+initialization; the pre-training loop's AdamW (`build_optimizer`), gradient norm clipped to 1,
+BERT's linear warm-up over 10% of `--total-steps` then linear decay to 0; packed sequences of 128,
 batch 32, one seed. The hf side is transformers' `ElectraForPreTraining` and `ElectraForMaskedLM`;
 the sampling and the replacement are bertlab's (`sample_tokens`, `replace_tokens`), so the two
 sides differ only in the models. The batches come from `PretrainingStream` over all but the last
@@ -30,15 +30,22 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import roc_auc_score
 from torch import nn
 
 from bertlab.config import BertConfig, ElectraConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec, held_out_batches
-from bertlab.electra import ElectraForPreTraining, replace_tokens, sample_tokens
+from bertlab.electra import (
+    ElectraForPreTraining,
+    generator_config,
+    replace_tokens,
+    sample_tokens,
+)
+from bertlab.metrics import roc_auc
 from bertlab.modeling import IGNORE_INDEX
+from bertlab.tokenization import Tokenizer
+from bertlab.training.optim import build_optimizer, linear_warmup_decay
 
 HELD_OUT_DOCUMENTS = 500
 HELD_OUT_SEQUENCES = 512
@@ -72,8 +79,7 @@ def transformers_side(config: BertConfig, args: argparse.Namespace) -> tuple[nn.
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
     }
-    width = max(1, round(config.hidden_size * args.generator_size))
-    heads = max(1, round(config.num_attention_heads * args.generator_size))
+    small = generator_config(config, args.generator_size)
     discriminator = HFDiscriminator(
         HFConfig(
             hidden_size=config.hidden_size,
@@ -84,7 +90,10 @@ def transformers_side(config: BertConfig, args: argparse.Namespace) -> tuple[nn.
     )
     generator = ElectraForMaskedLM(
         HFConfig(
-            hidden_size=width, num_attention_heads=heads, intermediate_size=4 * width, **shared
+            hidden_size=small.hidden_size,
+            num_attention_heads=small.num_attention_heads,
+            intermediate_size=small.intermediate_size,
+            **shared,
         )
     )
     generator.electra.embeddings = discriminator.electra.embeddings
@@ -127,11 +136,11 @@ def evaluate(model: nn.Module, step: Step, held: list[dict[str, torch.Tensor]]) 
             losses.append(float(mlm_loss))
     torch.set_rng_state(state)
     model.train()
-    y, s = torch.cat(labels).numpy(), torch.cat(scores).numpy()
+    y, s = torch.cat(labels), torch.cat(scores)
     return {
         "mlm_loss": sum(losses) / len(losses),
-        "rtd_auc": roc_auc_score(y, s),
-        "replaced": y.mean(),
+        "rtd_auc": roc_auc(s.tolist(), y.tolist()),
+        "replaced": float(y.float().mean()),
     }
 
 
@@ -151,8 +160,7 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
 
-    lines = (args.corpus_run / "tokenizer" / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    vocab = {token: index for index, token in enumerate(lines) if token}
+    vocab = Tokenizer.from_pretrained(args.corpus_run / "tokenizer").get_vocab()
     special = SpecialIds.from_vocab(vocab)
     data = PretrainDataConfig(
         objective="electra",
@@ -173,19 +181,8 @@ def main() -> None:
     side = bertlab_side if args.side == "ours" else transformers_side
     model, step = side(config, args)
     params = list(model.parameters())
-    groups = [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.01},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-    warmup = int(0.1 * args.total_steps)
-
-    def rate(index: int) -> float:
-        if index < warmup:
-            return index / warmup
-        return max(0.0, (args.total_steps - index) / (args.total_steps - warmup))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    optimizer = build_optimizer(model, args.learning_rate)  # the loop's AdamW and its groups
+    schedule = linear_warmup_decay(optimizer, int(0.1 * args.total_steps), args.total_steps)
     started = time.time()
     with args.out.open("w", encoding="utf-8") as log:
         for index, (batch, _) in enumerate(PretrainingStream(train)):
