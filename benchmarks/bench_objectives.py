@@ -6,7 +6,8 @@ Run from the repository root, with nothing else running:
     flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/bench_objectives.py
 
 Both sides are BERT-mini (4 x 256) over an 8,000-piece vocabulary, a fixed random batch of
-32 x 128 tokens, dropout off, forward + backward + gradient clipping + AdamW:
+32 x 128 tokens, dropout off, forward + backward + gradient clipping + AdamW as the pre-training
+loop builds it (`build_optimizer`: the fused kernel, weight decay on the weight matrices):
 
 - mlm: `BertForPreTraining` predicting `--mask` of the positions (no NSP: the recipe packs).
 - electra: `ElectraForPreTraining` with its defaults (a generator of 1/4 the width, lambda 50):
@@ -30,6 +31,7 @@ from torch import nn
 from bertlab.config import BertConfig
 from bertlab.electra import ElectraForPreTraining
 from bertlab.modeling import BertForPreTraining
+from bertlab.training.optim import build_optimizer
 
 VOCAB = 8000  # the budget recipe's vocabulary
 
@@ -41,7 +43,7 @@ def make_step(objective: str, batch: int, length: int, mask: float) -> Callable[
         "mini", vocab_size=VOCAB, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
     model = ElectraForPreTraining(config) if objective == "electra" else BertForPreTraining(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = build_optimizer(model, 1e-4)
     predicted = round(length * mask)
     inputs = {
         "input_ids": torch.randint(5, VOCAB, (batch, length)),  # (B, L)
