@@ -21,7 +21,7 @@ THREADS_HELP = (
 )
 
 
-def add_threads_flag(parser: argparse.ArgumentParser, *, is_top_level: bool = False) -> None:
+def add_threads_flag(parser: argparse._ActionsContainer, *, is_top_level: bool = False) -> None:
     """`--threads N`, applied by `bertlab.cli.main` to every command (one place).
 
     The top-level parser's flag (`bertlab --threads 1 COMMAND`) defaults to None; a command's own

@@ -83,73 +83,142 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
         + "; ".join(f"{spec.name} ({spec.description})" for spec in TASKS.values())
         + f"; {GENERIC_CLASSIFICATION} (your own CSV/TSV/JSONL, columns named by flags).",
     )
-    _add_task_flag(parser)
-    parser.add_argument("--train", required=True, help="the training file")
-    parser.add_argument("--dev", default=None, help="the dev file, evaluated after each epoch")
-    parser.add_argument(
-        "--dev-fraction", type=float, default=0.0, help="hold out this fraction of --train as dev"
+    _add_finetune_data_flags(parser)
+    _add_finetune_model_flags(parser)
+    _add_training_flags(parser, defaults)
+    _add_strategy_flags(parser, defaults, SCHEDULES)
+    _add_feature_flags(parser)
+    _add_speed_flags(parser, defaults)
+    _add_data_flags(parser)
+    _add_column_flags(parser)
+    parser.set_defaults(handler=run_finetune)
+
+
+def _add_finetune_data_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("task and data")
+    _add_task_flag(group)
+    add = group.add_argument
+    add("--train", required=True, help="the training file")
+    add("--dev", default=None, help="the dev file, evaluated after each epoch")
+    add(
+        "--dev-fraction",
+        type=float,
+        default=0.0,
+        help="hold out this fraction of --train as dev (default: %(default)g, none)",
     )
-    parser.add_argument(
-        "--max-train-examples", type=int, default=None, help="train on a random subset of this size"
+    add(
+        "--max-train-examples",
+        type=int,
+        default=None,
+        help="train on a random subset of this size (default: all)",
     )
-    parser.add_argument(
+
+
+def _add_finetune_model_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model and output")
+    add = group.add_argument
+    add(
         "--model",
         default=None,
         help="a bertlab or Hugging Face model folder, or a Hugging Face Hub id such as "
         "bert-base-uncased or google/bert_uncased_L-2_H-128_A-2 (downloaded once, cached)",
     )
-    parser.add_argument(
-        "--from-scratch", action="store_true", help="random weights: the no-pre-training baseline"
+    add("--from-scratch", action="store_true", help="random weights: the no-pre-training baseline")
+    add("--model-size", choices=list(PRESETS), default=None, help="with --from-scratch")
+    add(
+        "--tokenizer",
+        default=None,
+        help="vocab.txt, tokenizer folder or Hugging Face Hub id (default: the model's)",
     )
-    parser.add_argument(
-        "--model-size", choices=list(PRESETS), default=None, help="with --from-scratch"
-    )
-    parser.add_argument(
-        "--tokenizer", default=None, help="vocab.txt, tokenizer folder or Hugging Face Hub id"
-    )
-    parser.add_argument("--out", required=True, help="the run directory")
-    parser.add_argument(
+    add("--out", required=True, help="the run directory")
+    add(
         "--overwrite",
         action="store_true",
         help="replace an earlier fine-tuning run in --out (its best/, results and seed runs); "
         "without it such an --out is refused",
     )
-    parser.add_argument(
-        "--epochs", type=int, default=None, help="(default: the task's, 3 for most tasks)"
+
+
+def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
+    group = parser.add_argument_group(
+        "training", "BERT's fine-tuning recipe by default (paper A.3; docs/finetuning.md)"
     )
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument(
-        "--seeds", default=None, help="comma-separated seeds, e.g. 1,2,3: one run each, summarized"
+    add = group.add_argument
+    add("--epochs", type=int, default=None, help="(default: the task's, 3 for most tasks)")
+    add("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
+    add(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds, e.g. 1,2,3: one run each, summarized (instead of --seed)",
     )
-    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument(
-        "--gradient-accumulation-steps", type=int, default=defaults.gradient_accumulation_steps
+    add(
+        "--learning-rate",
+        type=float,
+        default=defaults.learning_rate,
+        help="the peak rate (default: %(default)g)",
     )
-    parser.add_argument("--warmup-proportion", type=float, default=defaults.warmup_proportion)
-    parser.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    parser.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm)
-    parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
-    parser.add_argument(
+    add(
+        "--batch-size",
+        type=int,
+        default=defaults.batch_size,
+        help="examples per optimizer step (default: %(default)s)",
+    )
+    add(
+        "--gradient-accumulation-steps",
+        type=int,
+        default=defaults.gradient_accumulation_steps,
+        help="split each batch into this many micro-batches (default: %(default)s)",
+    )
+    add(
+        "--warmup-proportion",
+        type=float,
+        default=defaults.warmup_proportion,
+        help="share of the steps the rate rises (default: %(default)g)",
+    )
+    add(
+        "--weight-decay",
+        type=float,
+        default=defaults.weight_decay,
+        help="AdamW's decoupled weight decay (default: %(default)g)",
+    )
+    add(
+        "--max-grad-norm",
+        type=float,
+        default=defaults.max_grad_norm,
+        help="clip the gradients' global norm (default: %(default)g)",
+    )
+    add(
         "--early-stopping-patience",
         type=int,
         default=defaults.early_stopping_patience,
-        help="stop after this many epochs without a better dev score (0: never)",
+        help="stop after this many epochs without a better dev score (default: %(default)s, never)",
     )
-    parser.add_argument(
-        "--freeze-encoder", action="store_true", help="train only the task layer (feature-based)"
+    add("--freeze-encoder", action="store_true", help="train only the task layer (feature-based)")
+    add(
+        "--freeze-layers",
+        type=int,
+        default=0,
+        help="freeze the embeddings and the first K layers (default: %(default)s)",
     )
-    parser.add_argument(
-        "--freeze-layers", type=int, default=0, help="freeze the embeddings and the first K layers"
+
+
+def _add_speed_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
+    group = parser.add_argument_group("speed")
+    add = group.add_argument
+    add(
+        "--eval-batch-size",
+        type=int,
+        default=defaults.eval_batch_size,
+        help="examples per evaluation batch (default: %(default)s)",
     )
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=defaults.precision)
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    _add_strategy_flags(parser, defaults, SCHEDULES)
-    _add_feature_flags(parser)
-    add_threads_flag(parser)
-    _add_data_flags(parser)
-    _add_column_flags(parser)
-    parser.set_defaults(handler=run_finetune)
+    add(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default=defaults.precision,
+        help="auto: bf16 where it runs fast, else fp32 (default: %(default)s)",
+    )
+    add("--no-progress", action="store_true", help="hide the progress bar")
+    add_threads_flag(group)
 
 
 def _add_strategy_flags(
@@ -231,7 +300,7 @@ def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_task_flag(parser: argparse.ArgumentParser) -> None:
+def _add_task_flag(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--task",
         required=True,
@@ -249,8 +318,15 @@ def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data", required=True, help="the input file (-: standard input)")
     parser.add_argument("--tokenizer", default=None, help="default: the model directory's")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="examples per batch (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="auto: bf16 where it runs fast, else fp32 (default: %(default)s)",
+    )
     add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)

@@ -1,5 +1,6 @@
 """The command line answers --help for itself and every subcommand, in a real process."""
 
+import argparse
 import subprocess
 import sys
 
@@ -33,6 +34,20 @@ def test_each_subcommand_has_its_own_help(name):
     result = run_cli(name, "--help")
     assert result.returncode == 0, result.stderr
     assert "usage: bertlab " + name in result.stdout
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    def undocumented(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, command in action.choices.items():
+                    found += undocumented(command, f"{path} {name}")
+            elif action.option_strings and not action.help:
+                found.append(f"{path} {action.option_strings[0]}")
+        return found
+
+    assert undocumented(build_parser(), "bertlab") == []
 
 
 def test_unknown_subcommand_fails_with_usage():
