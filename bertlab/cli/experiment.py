@@ -183,16 +183,6 @@ def _add_transfer_finetune_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_ablation_command(commands: argparse._SubParsersAction) -> None:
-    from bertlab.apps.ablation_config import (
-        DEFAULT_BUDGET_MINUTES,
-        FEATURE_LEARNING_RATE,
-        FINETUNE_LEARNING_RATE,
-        ROWS,
-        TASKS,
-        UNCAPPED_TRAIN_EXAMPLES,
-    )
-    from bertlab.config import PRESETS
-
     ablation = commands.add_parser(
         "ablation",
         help="BERT's Tables 5-7 on a budget: MLM+NSP, MLM, left-to-right, + BiLSTM, word "
@@ -209,23 +199,25 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
     add = ablation.add_argument
     add("--data", required=True, help="the data directory (layout of ../shared/data)")
     add("--out", required=True, help="experiment directory")
+    add("--no-progress", action="store_true", help="hide progress bars")
+    _add_ablation_pretrain_flags(ablation)
+    _add_ablation_finetune_flags(ablation)
+    ablation.set_defaults(handler=run_ablation_command)
+
+
+def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.ablation_config import DEFAULT_BUDGET_MINUTES, ROWS
+    from bertlab.config import PRESETS
+
+    group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
+    add = group.add_argument
     add(
         "--budget",
         type=parse_duration,
         default=DEFAULT_BUDGET_MINUTES * 60,
         help="pre-training time of each objective, e.g. 10m (default: %(default)gs)",
     )
-    add("--seeds", default="1,2,3", help="fine-tuning seeds (default: %(default)s)")
-    add(
-        "--tasks",
-        help=f"comma-separated subset of {', '.join(t.name for t in TASKS)} (default: all)",
-    )
     add("--rows", default=",".join(ROWS), help="Table 5's rows to run (default: %(default)s)")
-    add(
-        "--no-feature-based",
-        action="store_true",
-        help="skip Table 7's feature-based block on CoNLL-2003",
-    )
     add(
         "--model-size",
         choices=list(PRESETS),
@@ -238,6 +230,28 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
     )
     add("--corpus", nargs="+", help="pre-training files (default: the English corpora of --data)")
     add("--tokenizer", help="vocab.txt or tokenizer directory (default: trained on the corpus)")
+
+
+def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.ablation_config import (
+        FEATURE_LEARNING_RATE,
+        FINETUNE_LEARNING_RATE,
+        TASKS,
+        UNCAPPED_TRAIN_EXAMPLES,
+    )
+
+    group = parser.add_argument_group("fine-tuning and features (the same for every row)")
+    add = group.add_argument
+    add("--seeds", default="1,2,3", help="fine-tuning seeds (default: %(default)s)")
+    add(
+        "--tasks",
+        help=f"comma-separated subset of {', '.join(t.name for t in TASKS)} (default: all)",
+    )
+    add(
+        "--no-feature-based",
+        action="store_true",
+        help="skip Table 7's feature-based block on CoNLL-2003",
+    )
     add(
         "--learning-rate",
         type=float,
@@ -265,8 +279,6 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
         + ", ".join(f"{t.name} {t.max_train_examples:,}" for t in TASKS if t.max_train_examples)
         + "): about 2 h 35 min on 2 cores instead of under 2 hours",
     )
-    add("--no-progress", action="store_true", help="hide progress bars")
-    ablation.set_defaults(handler=run_ablation_command)
 
 
 def run_ablation_command(args: argparse.Namespace) -> int:
