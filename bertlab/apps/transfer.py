@@ -132,10 +132,7 @@ def _transfer(
             f"   {row.name}: {len(data.train):,} training, {len(data.dev):,} dev, "
             f"{len(test):,} test examples"
         )
-    columns = config.columns()
-    # The two ends first, so that the main comparison is complete as early as possible.
-    if config.arms == (GENERAL,):
-        columns = [columns[0], columns[-1], *columns[1:-1]]
+    columns = config.fine_tuning_order()
     seeds = len(config.seeds)
     say(f"== fine-tuning {len(rows)} task(s) x {len(columns)} model(s) x {seeds} seed(s)")
     scores: dict[str, dict[str, list[float]]] = {row.name: {} for row in rows}

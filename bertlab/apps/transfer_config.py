@@ -209,6 +209,14 @@ class TransferConfig:
             columns.append(arm)
         return columns
 
+    def fine_tuning_order(self) -> list[str]:
+        """`columns` in the order they are fine-tuned: the ends first (scratch and the whole
+        budget; with arms, every arm's final model), so that the main comparison is complete as
+        early as possible, then the points between them."""
+        columns = self.columns()
+        ends = [columns[0], columns[-1]] if self.arms == (GENERAL,) else [columns[0], *self.arms]
+        return ends + [column for column in columns if column not in ends]
+
     def shape(self) -> str:
         """The encoder's PRESETS name: --model-size, else the budget recipe's."""
         return self.pretrain_run().shape()

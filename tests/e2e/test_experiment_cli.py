@@ -360,6 +360,9 @@ def test_arms_put_corpora_side_by_side_and_are_refused_when_inconsistent(tmp_pat
         data, tmp_path / "o", arms=("general", "continued"), points=(30.0,), continue_minutes=20.0
     )
     assert config.columns() == ["scratch", "general 30min", "general", "continued"]
+    assert config.fine_tuning_order() == ["scratch", "general", "continued", "general 30min"]
+    single = TransferConfig(data, tmp_path / "o", points=(15.0, 30.0))
+    assert single.fine_tuning_order() == ["scratch", "60min", "15min", "30min"]
     continued = config.pretrain_run(arm="continued")
     assert continued.init_from == tmp_path / "o" / "pretrain" / "final"
     assert continued.corpus == tuple(config.in_domain_files())
