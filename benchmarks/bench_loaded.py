@@ -47,7 +47,8 @@ REVIEWS = SHARED / "corpus_reviews_en" / "imdb_reviews.txt.gz"
 SST2 = SHARED / "glue" / "SST-2" / "train.tsv"
 # The other process (`--hog`): a pure-Python loop, or another PyTorch job training a small
 # model with its own two threads (as a second bertlab command, a test suite or a notebook would),
-# its OpenMP threads spinning (torch's default) or sleeping (bertlab's) when they wait.
+# its OpenMP threads spinning (ACTIVE), spinning a while and then sleeping (no policy set:
+# OpenMP's default, what torch and bertlab do) or sleeping at once (PASSIVE) when they wait.
 _TORCH_HOG = (
     "import torch\n"
     "x = torch.randn(2048, 128)\n"
@@ -60,6 +61,7 @@ HOGS = {
     "python": ("while True: pass", {}),
     "torch": (_TORCH_HOG, {"OMP_WAIT_POLICY": "ACTIVE"}),
     "torch-passive": (_TORCH_HOG, {"OMP_WAIT_POLICY": "PASSIVE"}),
+    "torch-default": (_TORCH_HOG, {}),
 }
 DEV_SENTENCES = 200
 CORPUS_DOCUMENTS = 3000  # reviews in the pre-training slice (~0.8M tokens: never exhausted)
@@ -101,6 +103,25 @@ def command(case: str, size: str, inputs: dict[str, Path], out: Path, args) -> l
     ]  # fmt: skip
 
 
+def check_tree(tree: Path) -> None:
+    """Refuse a tree whose commands would import bertlab from somewhere else."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import bertlab; print(bertlab.__file__)"],
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not Path(found).resolve().is_relative_to(tree):
+        raise SystemExit(f"{tree}: bertlab is imported from {found}, not from this tree")
+
+
+def _without_wait_policy() -> dict[str, str]:
+    """This environment less OMP_WAIT_POLICY: each hog waits exactly as HOGS says."""
+    return {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+
+
 def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -121,7 +142,7 @@ def run_once(
     env = dict(os.environ, PYTHONPATH=str(tree))
     code, hog_env = HOGS[hog]
     hog_processes = [
-        subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **hog_env))
+        subprocess.Popen([sys.executable, "-c", code], env=_without_wait_policy() | hog_env)
         for _ in range(hogs * loaded)
     ]
     try:
@@ -129,9 +150,10 @@ def run_once(
             time.sleep(0.5)  # the hogs are running before the command starts
         cpu_before, started = children_cpu_seconds(), time.perf_counter()
         prefix = ["nice", "-n", str(niceness)] if niceness else []
-        result = subprocess.run(
+        result = subprocess.run(  # in the tree: `-m` puts the working directory first on sys.path
             [*prefix, sys.executable, "-m", "bertlab", *argv],
             env=env,
+            cwd=tree,
             capture_output=True,
             text=True,
         )
@@ -190,7 +212,9 @@ def main() -> None:
         choices=list(HOGS),
         default="python",
         help="what the other process runs: a Python loop, or a PyTorch job on two threads "
-        "that spin (torch's default) or sleep (torch-passive) when they wait (default: python)",
+        "that spin (torch: OMP_WAIT_POLICY=ACTIVE), sleep at once (torch-passive) or follow "
+        "OpenMP's default, spin a while then sleep (torch-default), when they wait (default: "
+        "python)",
     )
     parser.add_argument("--json", default=None, help="write every run and the summary here")
     args = parser.parse_args()
@@ -200,6 +224,8 @@ def main() -> None:
         name, spec = item.split("=", 1)
         tree, flags = spec.split(":", 1)
         settings[name] = (Path(trees[tree]).resolve(), flags.split())
+    for tree, _ in settings.values():
+        check_tree(tree)
     work = Path(args.work_dir)
     inputs = write_inputs(work, args.finetune_examples)
     first_tree = next(iter(settings.values()))[0]

@@ -10,9 +10,12 @@ of higher priority (a load of 4 to 8 on 2 cores), fine-tuning BERT-tiny was seen
 ~16 ms to 1.1-1.8 s per step.
 
 The passive wait policy (`OMP_WAIT_POLICY=PASSIVE`) makes a waiting thread sleep at once: its
-core goes to the late thread, or to the other process. Measured beside one or two other
-CPU-bound processes it cost nothing on the idle machine and changed nothing loaded (the cliff
-did not reproduce there: docs/performance.md, "A machine that is doing something else").
+core goes to the late thread, or to the other process. Measured at BERT-mini beside one other
+CPU-bound process (docs/performance.md, "A machine that is doing something else"), OpenMP's own
+policy made fine-tuning 3.7x and pre-training 4x slower, the passive one 1.0x and 1.6x. It has a
+price on an idle machine: fine-tuning's small operations wake a sleeping thread each time, and
+an epoch takes 1.5x as long (pre-training: within the noise). `OMP_WAIT_POLICY=ACTIVE` in the
+environment is the faster choice on a dedicated machine.
 
 OpenMP reads the variable once, when the OpenMP runtime is loaded, that is when torch is first
 imported; so `bertlab/__init__.py` calls `use_passive_waiting` before it imports anything that
