@@ -211,12 +211,7 @@ def _add_speed_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
         default=defaults.eval_batch_size,
         help="examples per evaluation batch (default: %(default)s)",
     )
-    add(
-        "--precision",
-        choices=("auto", "fp32", "bf16"),
-        default=defaults.precision,
-        help="auto: bf16 where it runs fast, else fp32 (default: %(default)s)",
-    )
+    _add_precision_flag(group, defaults.precision)
     add("--no-progress", action="store_true", help="hide the progress bar")
     add_threads_flag(group)
 
@@ -300,6 +295,17 @@ def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_precision_flag(parser: argparse._ActionsContainer, default: str) -> None:
+    from bertlab.runtime import PRECISIONS
+
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=default,
+        help="auto: bf16 where it runs fast, else fp32 (default: %(default)s)",
+    )
+
+
 def _add_task_flag(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--task",
@@ -321,12 +327,7 @@ def _add_model_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=64, help="examples per batch (default: %(default)s)"
     )
-    parser.add_argument(
-        "--precision",
-        choices=("auto", "fp32", "bf16"),
-        default="auto",
-        help="auto: bf16 where it runs fast, else fp32 (default: %(default)s)",
-    )
+    _add_precision_flag(parser, "auto")
     add_threads_flag(parser)
     _add_data_flags(parser)
     _add_column_flags(parser)
