@@ -211,19 +211,21 @@ def sign_test(baseline: Sequence[float], other: Sequence[float]) -> tuple[int, i
     return wins, losses, min(1.0, 2 * tail)
 
 
-def win_loss_level(baseline: Sequence[float], other: Sequence[float]) -> str:
+def outcome(baseline: Sequence[float], other: Sequence[float]) -> str:
     """ "win" when `other`'s median beats the baseline's by more than the larger seed spread,
-    "loss" when it trails by more, else "level" (`compare`); then the paired seeds won and lost
-    (`sign_test`). Example: "win 5–0"."""
+    "loss" when it trails by more, else "level" (`compare`)."""
     comparison = compare(baseline, other)
     if comparison.wins:
-        word = "win"
-    elif -comparison.margin > comparison.spread:
-        word = "loss"
-    else:
-        word = "level"
+        return "win"
+    if -comparison.margin > comparison.spread:
+        return "loss"
+    return "level"
+
+
+def win_loss_level(baseline: Sequence[float], other: Sequence[float]) -> str:
+    """`outcome`, then the paired seeds won and lost (`sign_test`). Example: "win 5–0"."""
     wins, losses, _ = sign_test(baseline, other)
-    return f"{word} {wins}–{losses}"
+    return f"{outcome(baseline, other)} {wins}–{losses}"
 
 
 def undefined(value: float | None) -> bool:

@@ -3,19 +3,21 @@
 Two runs of `bertlab experiment transfer` that differ in one choice (the pre-training objective,
 say: `--pretrain-objective electra` against the budget recipe's masked LM) fine-tune the same
 columns on the same tasks and seeds. This puts them in one report: a row per task and column,
-a cell per run, each later run judged against the first (`flows.win_loss_level`), then what
-each run's pre-training read per arm: tokens, tokens per second and its last held-out scores.
+a cell per run, each later run judged against the first (`flows.win_loss_level`); then per
+column, how many tasks each later run won, drew and lost; then what each run's pre-training read
+per arm: tokens, tokens per second and its last held-out scores.
 Drawn from the runs' `results.json` and their pre-training logs alone; nothing is retrained.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, summary, win_loss_level
+from bertlab.apps.flows import RESULTS_FILE, outcome, summary, win_loss_level
 from bertlab.apps.transfer_config import GENERAL, arm_pretrain_dir
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 
@@ -86,7 +88,6 @@ def comparison_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     ]
     for task, metric in first["metrics"].items():
         for column in first["config"]["points"]:
-            base = first["scores"].get(task, {}).get(column)
             cells = []
             for label in labels:
                 values = runs[label]["scores"].get(task, {}).get(column)
@@ -94,11 +95,51 @@ def comparison_table(runs: dict[str, dict[str, Any]]) -> list[str]:
                     cells.append("–")
                     continue
                 cell = summary(values)
-                if label != labels[0] and base and len(base) == len(values):
-                    cell += f", {win_loss_level(base, values)}"
+                pair = _judged(first, runs[label], task, column) if label != labels[0] else None
+                if pair:
+                    cell += f", {win_loss_level(*pair)}"
                 cells.append(cell)
             lines.append(f"| {task} ({metric}) | {column} | " + " | ".join(cells) + " |")
     return lines
+
+
+def tally_table(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """A row per column (the first run's, in its order), a cell per later run: how many tasks it
+    won, drew and lost against the first run's same cells (`flows.outcome`), of the tasks both
+    have scored with the same number of seeds; "–" where there is none yet."""
+    labels = list(runs)
+    first = runs[labels[0]]
+    lines = [
+        "| model | "
+        + " | ".join(f"{label} against {labels[0]}: won, level, lost" for label in labels[1:])
+        + " |",
+        "|---|" + "---|" * (len(labels) - 1),
+    ]
+    for column in first["config"]["points"]:
+        cells = []
+        for label in labels[1:]:
+            judged = (_judged(first, runs[label], task, column) for task in first["metrics"])
+            counts = Counter(outcome(*pair) for pair in judged if pair)
+            total = sum(counts.values())
+            cells.append(
+                f"{counts['win']}, {counts['level']}, {counts['loss']} of {total} tasks"
+                if total
+                else "–"
+            )
+        lines.append(f"| {column} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _judged(
+    first: dict[str, Any], other: dict[str, Any], task: str, column: str
+) -> tuple[list[float], list[float]] | None:
+    """The first run's and another run's seeds in one cell, when both have scored it with the
+    same number of seeds (which the verdicts pair); None otherwise."""
+    base = first["scores"].get(task, {}).get(column)
+    values = other["scores"].get(task, {}).get(column)
+    if base and values and len(base) == len(values):
+        return base, values
+    return None
 
 
 def pretraining_table(runs: dict[str, dict[str, Any]]) -> list[str]:
@@ -134,8 +175,9 @@ def pretraining_table(runs: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def compare_runs(directories: Sequence[Path], labels: Sequence[str] | None = None) -> list[str]:
-    """The report of `bertlab experiment compare` as markdown lines: the scores' table, then
-    the pre-training table. Runs are labelled by `labels`, else by their pre-training objective.
+    """The report of `bertlab experiment compare` as markdown lines: the scores' table, the
+    tally of its verdicts per model, then the pre-training table. Runs are labelled by `labels`,
+    else by their pre-training objective.
 
     Raises:
         ValueError: fewer than two runs, labels that do not match them one to one, or runs
@@ -162,5 +204,16 @@ def compare_runs(directories: Sequence[Path], labels: Sequence[str] | None = Non
             f"the runs' labels repeat ({', '.join(labels)}): name each run with --labels"
         )
     runs = dict(zip(labels, loaded, strict=True))
+    tally = f"Tasks won, level and lost per model, judged as above against {labels[0]}:"
     heading = "Pre-training per run and arm (its last logged step and held-out evaluation):"
-    return [*comparison_table(runs), "", heading, "", *pretraining_table(runs)]
+    return [
+        *comparison_table(runs),
+        "",
+        tally,
+        "",
+        *tally_table(runs),
+        "",
+        heading,
+        "",
+        *pretraining_table(runs),
+    ]

@@ -441,7 +441,8 @@ def add_compare_command(commands: argparse._SubParsersAction) -> None:
         "(e.g. one with --pretrain-objective electra, one with the recipe's masked LM) in one "
         "report: a row per task and column with each run's median (min-max) over its seeds, "
         "every later run judged against the first (win or loss beyond the larger seed spread, "
-        "else level, and the paired seeds won-lost), then each run's pre-training per arm: "
+        "else level, and the paired seeds won-lost), a tally per column of the tasks each "
+        "later run won, drew and lost, then each run's pre-training per arm: "
         "tokens, tokens per second and its last held-out scores. Reads the runs' results.json "
         "and pre-training logs; trains nothing.",
     )

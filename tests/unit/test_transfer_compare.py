@@ -82,6 +82,32 @@ def test_each_cell_is_judged_against_the_first_runs_same_cell(tmp_path) -> None:
     assert len(rows) == 2 * 5  # every task x column of the first run
 
 
+def test_the_tally_counts_each_models_verdicts_over_the_tasks(tmp_path) -> None:
+    lines = compare_runs(_pair(tmp_path), labels=["masked LM", "ELECTRA"])
+    start = lines.index("| model | ELECTRA against masked LM: won, level, lost |")
+    assert lines[start - 2] == (
+        "Tasks won, level and lost per model, judged as above against masked LM:"
+    )
+    rows = lines[start + 2 : lines.index("", start)]
+    assert rows == [
+        "| scratch | 0, 2, 0 of 2 tasks |",  # both tasks level
+        "| general 30min | – |",  # neither run has scored these yet
+        "| general | 1, 0, 1 of 2 tasks |",  # SST-2 won, CoNLL-2003 lost
+        "| in-domain 30min | – |",
+        "| in-domain | – |",
+    ]
+
+
+def test_a_cell_scored_with_other_seeds_is_shown_but_not_judged(tmp_path) -> None:
+    mlm, electra = _pair(tmp_path)
+    results = json.loads((electra / "results.json").read_text())
+    results["scores"]["sst2"]["general"] = [0.75, 0.76]  # an interrupted run: 2 seeds of 3
+    (electra / "results.json").write_text(json.dumps(results))
+    lines = compare_runs([mlm, electra])
+    assert "| sst2 (accuracy) | general | 0.710 (0.700–0.720) | 0.755 (0.750–0.760) |" in lines
+    assert "| general | 0, 0, 1 of 1 tasks |" in lines  # CoNLL-2003 alone
+
+
 def test_the_pretraining_table_gives_tokens_per_second_and_the_last_eval(tmp_path) -> None:
     lines = compare_runs(_pair(tmp_path), labels=["masked LM", "ELECTRA"])
     start = lines.index("| run | arm | objective | steps | tokens | minutes | tokens/s | "
