@@ -47,6 +47,7 @@ from bertlab.modeling import (
 )
 
 FEED_FORWARD_MULTIPLIER = 4  # the generator keeps BERT's intermediate size of 4 x its width
+GENERATOR_ARCHITECTURE = "ElectraForMaskedLM"  # OUT/generator, in transformers' layout
 
 
 def generator_config(config: BertConfig, generator_size: float) -> BertConfig:
@@ -253,7 +254,7 @@ class ElectraForPreTraining(BertPreTrainedModel):
             for key, value in getattr(head, name).state_dict().items():
                 state[f"generator_predictions.{name}.{key}"] = value
         state["generator_lm_head.bias"] = head.bias
-        values = _electra_values(generator.config, self.config.hidden_size, "ElectraForMaskedLM")
+        values = _electra_values(generator.config, self.config.hidden_size, GENERATOR_ARCHITECTURE)
         checkpoint.save_model(directory, values | {"tie_word_embeddings": True}, state)
 
 

@@ -27,6 +27,7 @@ from bertlab import checkpoint
 from bertlab.atomic import atomic_file
 from bertlab.basic_tokenization import is_cjk_ideograph
 from bertlab.config import BertConfig
+from bertlab.electra import GENERATOR_ARCHITECTURE
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import MASK_TOKEN, Tokenizer
 
@@ -90,9 +91,16 @@ def load_with_lm_head(directory: str | os.PathLike) -> tuple[BertForPreTraining,
     keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
     if MLM_HEAD_KEY not in keys:
         architecture = (config_values.get("architectures") or ["a model without it"])[0]
+        if architecture == GENERATOR_ARCHITECTURE:
+            raise ValueError(
+                f"{directory} is an ELECTRA generator ({architecture}): bertlab predicts words "
+                "with BERT's language-model head only; transformers' ElectraForMaskedLM loads it"
+            )
         raise ValueError(
-            f"{directory} has no language-model head ({architecture}); this needs a pre-trained "
-            "model such as the OUT/final of `bertlab pretrain`"
+            f"{directory} has no language-model head ({architecture}), so it predicts no words "
+            "(a fine-tuned model, a bare encoder, or the discriminator that `--objective "
+            "electra` leaves in OUT/final); this needs a model pre-trained with masked LM, such "
+            "as the OUT/final of `bertlab pretrain` with its default objective"
         )
     model = BertForPreTraining.from_pretrained(directory).eval()
     return model, Tokenizer.from_pretrained(directory)

@@ -15,6 +15,7 @@ from bertlab.electra import (
     replace_tokens,
     sample_tokens,
 )
+from bertlab.inspection import load_for_fill_mask
 from bertlab.modeling import IGNORE_INDEX, BertModel
 from bertlab.training.pretrain_stats import NEAR_CHANCE_AUC, near_chance_warning
 
@@ -126,6 +127,16 @@ def test_the_saved_discriminator_is_a_bert_and_the_checkpoint_reloads(config, tm
         model.state_dict().items(), again.state_dict().items(), strict=True
     ):
         assert torch.equal(mine, theirs), name
+
+
+def test_fill_mask_names_what_an_electra_runs_models_are(config, tmp_path) -> None:
+    model = ElectraForPreTraining(config)
+    model.save_discriminator(tmp_path / "final")
+    model.save_generator(tmp_path / "generator")
+    with pytest.raises(ValueError, match="discriminator that `--objective electra` leaves"):
+        load_for_fill_mask(tmp_path / "final")
+    with pytest.raises(ValueError, match=r"is an ELECTRA generator \(ElectraForMaskedLM\)"):
+        load_for_fill_mask(tmp_path / "generator")
 
 
 def test_a_run_that_ends_near_chance_is_warned_about() -> None:
