@@ -43,7 +43,8 @@ STATS = (
 STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
 # Below this held-out AUC the discriminator has hardly learned to tell replaced tokens from
 # original ones (0.5 is chance) and its encoder has little to transfer: docs/pretraining.md's
-# ELECTRA section measured 0.50-0.56 in the budget recipe's runs.
+# ELECTRA section measured 0.50-0.56 in the budget recipe's runs, whose discriminators then
+# fine-tuned to the majority class.
 NEAR_CHANCE_AUC = 0.6
 CURVE_PANELS = (
     ("loss", "loss (nats)", "total loss"),
@@ -164,6 +165,8 @@ def near_chance_warning(last_eval: dict[str, float] | None) -> str | None:
         return None
     return (
         f"warning: the discriminator ends near chance (held-out rtd_auc {auc:.3f} < "
-        f"{NEAR_CHANCE_AUC}): it has learned little to fine-tune; ELECTRA needs more training "
-        "than a short budget gives (docs/pretraining.md, ELECTRA's known problem)"
+        f"{NEAR_CHANCE_AUC}): it has learned little to fine-tune (at the budget recipe's hour, "
+        "such discriminators gave every sentence the same [CLS] state and fine-tuned to the "
+        "majority class); ELECTRA needs more training than a short budget gives "
+        "(docs/pretraining.md, ELECTRA's known problem)"
     )
