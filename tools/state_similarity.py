@@ -22,21 +22,25 @@ discriminators 0.80-1.00, 1.000 and at most 0.0002 (docs/pretraining.md).
 from __future__ import annotations
 
 import argparse
+from itertools import islice
 from pathlib import Path
 
 import torch
 
 from bertlab.features import extract_features
 from bertlab.modeling import BertModel
+from bertlab.text_files import read_lines
 from bertlab.tokenization import Tokenizer
 
 
 def read_texts(path: Path, count: int) -> list[str]:
-    """The first `count` texts of a plain or tab-separated file (a TSV's header skipped)."""
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The first `count` texts of a plain (or .gz) or tab-separated file (a TSV's header
+    skipped), read as bertlab reads a corpus (`text_files.read_lines`)."""
+    lines = read_lines([path])
     if path.suffix == ".tsv":
-        lines = [line.split("\t")[0] for line in lines[1:]]
-    return lines[:count]
+        next(lines, None)
+        lines = (line.split("\t")[0] for line in lines)
+    return list(islice(lines, count))
 
 
 def mean_off_diagonal_cosine(states: torch.Tensor) -> float:
