@@ -15,8 +15,8 @@ text, header skipped), it prints per model:
 An encoder that gives every input the same [CLS] state reads 1.000 across and a spread near 0:
 a classifier on [CLS] has nothing to read. A fully collapsed one, the same state at every
 position, also reads 1.000 within. The budget recipe's masked-LM BERT-minis read 0.27-0.37
-within, 0.75-0.98 across and spreads of 0.008-0.031 on SST-2's first 64 sentences; ELECTRA's
-discriminators 0.80-1.00, 1.000 and at most 0.0002 (docs/pretraining.md).
+within, 0.72-0.98 across and spreads of 0.008-0.032 on SST-2's first 64 sentences; ELECTRA's
+discriminators 0.80-1.00, 0.95-1.00 and at most 0.012 (docs/lab/electra-notebook.md).
 """
 
 from __future__ import annotations

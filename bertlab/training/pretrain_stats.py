@@ -166,7 +166,7 @@ def near_chance_warning(last_eval: dict[str, float] | None) -> str | None:
     return (
         f"warning: the discriminator ends near chance (held-out rtd_auc {auc:.3f} < "
         f"{NEAR_CHANCE_AUC}): it has learned little to fine-tune (at the budget recipe's hour, "
-        "such discriminators gave every sentence the same [CLS] state and fine-tuned to the "
-        "majority class); ELECTRA needs more training than a short budget gives "
+        "such discriminators gave every sentence nearly the same [CLS] state and fine-tuned to "
+        "the majority class); ELECTRA needs more training than a short budget gives "
         "(docs/pretraining.md, ELECTRA's known problem)"
     )
