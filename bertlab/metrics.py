@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from bertlab.optional import require
+
 # The positive class of the binary GLUE tasks MRPC and QQP ("1" = paraphrase / duplicate).
 POSITIVE_LABEL = 1
 
@@ -122,6 +124,9 @@ def entity_f1(
     Args:
         predictions: one tag sequence per sentence.
         references: the gold tag sequences, sentence for sentence the same lengths.
+
+    Raises:
+        MissingPackageError: seqeval is not installed.
     """
     _check_pair(predictions, references)
     for index, (predicted, gold) in enumerate(zip(predictions, references, strict=True)):
@@ -131,12 +136,11 @@ def entity_f1(
             )
     predicted = [bio_tags(sentence) for sentence in predictions]
     gold = [bio_tags(sentence) for sentence in references]
-    import seqeval.metrics
-
+    seqeval_metrics = require("seqeval.metrics", "entity-level scores of tagging (NER)")
     return {
-        "precision": float(seqeval.metrics.precision_score(gold, predicted, zero_division=0)),
-        "recall": float(seqeval.metrics.recall_score(gold, predicted, zero_division=0)),
-        "f1": float(seqeval.metrics.f1_score(gold, predicted, zero_division=0)),
+        "precision": float(seqeval_metrics.precision_score(gold, predicted, zero_division=0)),
+        "recall": float(seqeval_metrics.recall_score(gold, predicted, zero_division=0)),
+        "f1": float(seqeval_metrics.f1_score(gold, predicted, zero_division=0)),
     }
 
 

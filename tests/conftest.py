@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import os
 import random
 import subprocess
 import sys
@@ -124,6 +125,79 @@ def task_vocab(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("task_vocab") / "vocab.txt"
     path.write_text("\n".join([*SPECIAL_TOKENS, *sorted(words)]) + "\n", encoding="utf-8")
     return path
+
+
+PRETRAIN_VOCAB_SIZE = len(PRETRAIN_SPECIAL_TOKENS) + PRETRAIN_NUM_WORDS + 1  # and "."
+
+
+@pytest.fixture
+def tiny_pretrain_args(pretrain_files, tmp_path) -> Callable[..., list[str]]:
+    """`tiny_pretrain_args(out, *extra)`: the arguments of a `bertlab pretrain` run of a tiny
+    model (hidden 32, 2 layers) on the synthetic corpus, sequences of 32, batches of 8."""
+    vocab, corpus = pretrain_files
+    config = tmp_path / "tiny_config.json"
+    BertConfig(
+        vocab_size=PRETRAIN_VOCAB_SIZE,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    ).to_json_file(config)
+
+    def args(out: Path, *extra: str) -> list[str]:
+        return [
+            "pretrain",
+            "--corpus", str(corpus),
+            "--tokenizer", str(vocab),
+            "--config", str(config),
+            "--max-seq-length", "32",
+            "--batch-size", "8",
+            "--eval-examples", "16",
+            "--corpus-cache", str(tmp_path / "tiny_corpus"),
+            "--no-progress",
+            "--out", str(out),
+            *extra,
+        ]  # fmt: skip
+
+    return args
+
+
+SST2_TRAIN_ROWS = 40  # of bertlab/demo_data/sst2_train.tsv, and the next 20 as a dev set
+SST2_DEV_ROWS = 20
+
+
+@pytest.fixture(scope="session")
+def sst2_files(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(train.tsv, dev.tsv, vocab.txt): a few rows of the demo's SST-2 file and a vocabulary of
+    their words, for tiny `bertlab finetune --task sst2` runs."""
+    import re
+
+    from bertlab.tokenization import SPECIAL_TOKENS
+
+    directory = tmp_path_factory.mktemp("sst2")
+    lines = (REPO_ROOT / "bertlab" / "demo_data" / "sst2_train.tsv").read_text().splitlines()
+    header, rows = lines[0], lines[1 : 1 + SST2_TRAIN_ROWS + SST2_DEV_ROWS]
+    train, dev = directory / "train.tsv", directory / "dev.tsv"
+    train.write_text("\n".join([header, *rows[:SST2_TRAIN_ROWS]]) + "\n", encoding="utf-8")
+    dev.write_text("\n".join([header, *rows[SST2_TRAIN_ROWS:]]) + "\n", encoding="utf-8")
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", "\n".join(rows).lower())))
+    vocab = directory / "vocab.txt"
+    vocab.write_text("\n".join([*SPECIAL_TOKENS, *words]) + "\n", encoding="utf-8")
+    return train, dev, vocab
+
+
+def cli_environment() -> dict[str, str]:
+    """The environment for `python -m bertlab` in a subprocess: the repository root first on
+    PYTHONPATH, so it runs where bertlab is installed and where it only sits in the checkout."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), path]))}
+
+
+@pytest.fixture
+def cli_env() -> dict[str, str]:
+    """`cli_environment()`: pass as `env=` to a subprocess running `sys.executable -m bertlab`."""
+    return cli_environment()
 
 
 # --- a local Hugging Face Hub cache (no network): models--org--name/snapshots/<commit>/ ----------

@@ -2,7 +2,8 @@
 environment variables; each command family has its own module (`tokenizer`, ...).
 
 Each subcommand is a thin function that builds configs from flags and calls the library. Errors the
-user can fix (bad paths, bad files, bad flags) end as one line on stderr and a non-zero exit code.
+user can fix (bad paths, bad files, bad flags, an optional package that the command needs but is
+not installed) end as one line on stderr and a non-zero exit code.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.serve import add_serve_command
 from bertlab.cli.tasks import add_task_commands
 from bertlab.cli.tokenizer import add_tokenizer_commands
+from bertlab.optional import MissingPackageError
 from bertlab.threads import set_threads
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
@@ -87,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # tools do. stdout now points at nothing, so the interpreter's last flush cannot fail.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except (CommandError, ValueError, OSError) as error:
+    except (CommandError, MissingPackageError, ValueError, OSError) as error:
         if args.verbose:
             traceback.print_exc()
         print(f"bertlab: error: {error}", file=sys.stderr)

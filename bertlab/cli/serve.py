@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bertlab.cli.common import CommandError
 
+SERVE_PACKAGES = ("fastapi", "uvicorn")  # the web app and its ASGI server
 DEMO_COMMAND = (
     "bertlab serve --model encoder=runs/demo/pretrain/final "
     "--model sst2=runs/demo/finetune/pre-trained/seed-1/best"
@@ -72,6 +73,12 @@ def model_arguments(values: list[str]) -> tuple[tuple[str, Path], ...]:
 def run_serve(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from bertlab.optional import require
+
+    # The web app's packages are optional (bertlab.optional): say which one is missing in one
+    # line, before importing the app that needs them.
+    for package in SERVE_PACKAGES:
+        require(package, "bertlab serve")
     from bertlab.apps.serve.server import run_server
     from bertlab.apps.serve.settings import ServeConfig, ServeLimits
 

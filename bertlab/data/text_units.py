@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from bertlab.basic_tokenization import is_cjk_ideograph
+from bertlab.optional import require
 from bertlab.tokenization import CONTINUING_SUBWORD_PREFIX
 
 SPLITTERS_BY_LANG = ("en", "zh")
@@ -119,11 +120,14 @@ def _is_cjk_character(token: str) -> bool:
 def jieba_segmenter() -> Callable[[str], list[str]]:
     """jieba's `lcut` (text -> words), imported on first use: loading its dictionary takes a
     second or more. jieba logs its loading at DEBUG level through a handler of its own, which
-    printed every line twice beside ours; it now logs warnings only."""
+    printed every line twice beside ours; it now logs warnings only.
+
+    Raises:
+        MissingPackageError: jieba is not installed.
+    """
     import logging
 
-    import jieba
-
+    jieba = require("jieba", "Chinese word segmentation (whole-word masking, word vectors)")
     jieba.setLogLevel(logging.WARNING)
     return jieba.lcut
 

@@ -27,18 +27,21 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from gensim.models import Word2Vec
-from gensim.models.keyedvectors import KeyedVectors
 
 from bertlab.atomic import atomic_file
 from bertlab.basic_tokenization import build_normalizer, build_pre_tokenizer
 from bertlab.data.corpus_format import TokenizedCorpus
 from bertlab.data.text_units import jieba_segmenter
+from bertlab.optional import require
 from bertlab.text_files import read_lines
+
+if TYPE_CHECKING:  # gensim is imported where it is used: pre-training and fine-tuning run without
+    from gensim.models import Word2Vec
+    from gensim.models.keyedvectors import KeyedVectors
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +129,13 @@ def save_vectors(vectors: KeyedVectors, path: str | os.PathLike) -> None:
 
 
 def load_vectors(path: str | os.PathLike) -> KeyedVectors:
-    """Vectors written by `save_vectors`."""
-    return KeyedVectors.load_word2vec_format(str(path), binary=True)
+    """Vectors written by `save_vectors`.
+
+    Raises:
+        MissingPackageError: gensim is not installed.
+    """
+    keyed_vectors = require("gensim.models.keyedvectors", "reading word vectors")
+    return keyed_vectors.KeyedVectors.load_word2vec_format(str(path), binary=True)
 
 
 def embedding_rows(
@@ -258,8 +266,13 @@ def nearest_words(vectors: KeyedVectors, word: str, top_k: int = 10) -> list[tup
 
 
 def _word2vec(config: WordVectorConfig, **source: Any) -> Word2Vec:
-    """gensim's Word2Vec trained as `config` says, on `sentences=` or `corpus_file=`."""
-    return Word2Vec(
+    """gensim's Word2Vec trained as `config` says, on `sentences=` or `corpus_file=`.
+
+    Raises:
+        MissingPackageError: gensim is not installed.
+    """
+    models = require("gensim.models", "training word vectors")
+    return models.Word2Vec(
         **source,
         vector_size=config.vector_size,
         sg=METHODS[config.method],

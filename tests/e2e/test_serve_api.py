@@ -2,6 +2,7 @@
 call through the Python API gives, and bad requests get a 4xx with a message while the server
 keeps serving."""
 
+# ruff: noqa: E402
 from __future__ import annotations
 
 import json
@@ -10,6 +11,10 @@ import urllib.request
 
 import pytest
 import torch
+
+# The web app's packages are optional (bertlab.optional): without them this file is skipped,
+# before the imports below (hence E402) that need them.
+pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
 
 from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.server import allowed_hosts, load_models

@@ -7,6 +7,7 @@ Marked `browser` (not in the default run; `make test-browser` and CI run it). It
 Debian's `chromium` and `chromium-driver` and skips, saying so, where they are missing.
 """
 
+# ruff: noqa: E402
 from __future__ import annotations
 
 import json
@@ -17,6 +18,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
+# The web app's packages are optional (bertlab.optional): without them this file is skipped,
+# before the imports below (hence E402) that need them.
+pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
 
 from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.server import allowed_hosts, load_models

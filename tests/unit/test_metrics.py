@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
-import seqeval.metrics
 import sklearn.metrics
-from seqeval.scheme import IOBES
 
 from bertlab import metrics
 from bertlab.data.tasks.scoring import compute_metrics
 
 TASK_DATA = Path(__file__).resolve().parent.parent / "data" / "tasks"
 ENTITY_TYPES = ("PER", "LOC", "ORG")
+# Entity-level scores need seqeval, an optional package (bertlab.optional); the rest run without.
+needs_seqeval = pytest.mark.skipif(
+    importlib.util.find_spec("seqeval") is None, reason="seqeval is not installed"
+)
 
 
 @pytest.fixture
@@ -77,16 +80,18 @@ def test_pearson_spearman_equal_scipy(rng):
 
 
 def test_entity_f1_equals_seqeval_default_mode(rng):
+    seqeval_metrics = pytest.importorskip("seqeval.metrics")
     references = [random_iob2(rng, int(rng.integers(1, 15))) for _ in range(60)]
     predictions = [random_iob2(rng, len(sentence)) for sentence in references]
     result = metrics.entity_f1(predictions, references)
-    assert result["f1"] == pytest.approx(seqeval.metrics.f1_score(references, predictions))
+    assert result["f1"] == pytest.approx(seqeval_metrics.f1_score(references, predictions))
     assert result["precision"] == pytest.approx(
-        seqeval.metrics.precision_score(references, predictions)
+        seqeval_metrics.precision_score(references, predictions)
     )
-    assert result["recall"] == pytest.approx(seqeval.metrics.recall_score(references, predictions))
+    assert result["recall"] == pytest.approx(seqeval_metrics.recall_score(references, predictions))
 
 
+@needs_seqeval
 def test_entity_f1_counts_whole_entities_by_hand():
     references = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
     predictions = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "B-ORG"]]
@@ -97,6 +102,8 @@ def test_entity_f1_counts_whole_entities_by_hand():
 
 
 def test_entity_f1_on_bmes_equals_seqeval_strict_iobes(rng):
+    seqeval_metrics = pytest.importorskip("seqeval.metrics")
+    iobes_scheme = pytest.importorskip("seqeval.scheme").IOBES
     references = [random_iob2(rng, int(rng.integers(1, 15))) for _ in range(60)]
     predictions = [random_iob2(rng, len(sentence)) for sentence in references]
     bmes_references = [iob2_to_bmes(sentence) for sentence in references]
@@ -105,8 +112,8 @@ def test_entity_f1_on_bmes_equals_seqeval_strict_iobes(rng):
     def iobes(sentences):
         return [[tag.replace("M-", "I-") for tag in sentence] for sentence in sentences]
 
-    expected = seqeval.metrics.f1_score(
-        iobes(bmes_references), iobes(bmes_predictions), mode="strict", scheme=IOBES
+    expected = seqeval_metrics.f1_score(
+        iobes(bmes_references), iobes(bmes_predictions), mode="strict", scheme=iobes_scheme
     )
     assert metrics.entity_f1(bmes_predictions, bmes_references)["f1"] == pytest.approx(expected)
 
@@ -179,6 +186,7 @@ def test_compute_metrics_returns_the_glue_standard_set(task, keys, rng):
         assert result["f1"] == sklearn.metrics.f1_score(references, predictions)
 
 
+@needs_seqeval
 def test_compute_metrics_other_families():
     assert set(compute_metrics("stsb", [1.0, 2.0, 3.5], [1.2, 2.5, 3.0])) == {
         "pearson",
