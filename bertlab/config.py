@@ -333,6 +333,10 @@ class PretrainConfig:
     precision: str = "auto"  # see training.runtime.PRECISIONS
     do_compile: bool = False  # torch.compile the model
     num_workers: int = 1  # processes building batches beside the training process (0: inline)
+    # Tokens after which a held-out accuracy still at the unigram level is reported as the
+    # unigram plateau (docs/reliability.md): the budget recipe's BERT-mini leaves it after about
+    # 5M tokens at 40% masking on 2 CPU cores (docs/budget.md#why-each-choice).
+    plateau_min_tokens: int = 5_000_000
 
     def __post_init__(self) -> None:
         if (self.max_steps is None) == (self.max_time is None):
@@ -344,7 +348,13 @@ class PretrainConfig:
         for name in ("batch_size", "gradient_accumulation_steps", "log_every_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"PretrainConfig.{name} must be positive")
-        for name in ("eval_every_steps", "eval_examples", "num_workers", "keep_checkpoints"):
+        for name in (
+            "eval_every_steps",
+            "eval_examples",
+            "num_workers",
+            "keep_checkpoints",
+            "plateau_min_tokens",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"PretrainConfig.{name} must not be negative")
         for name in ("checkpoint_every_steps", "checkpoint_every_minutes"):

@@ -59,6 +59,8 @@ from bertlab.training.pretrain_stats import (
     evaluate,
     named,
     summarize,
+    unigram_accuracy,
+    unigram_plateau,
 )
 
 logger = logging.getLogger(__name__)
@@ -183,6 +185,7 @@ class _Run:
         self.progress = Progress()
         self.metrics: MetricsLog | None = None
         self.restored_rng: dict[str, Any] | None = None
+        self.unigram: float | None = None  # the held-out batches' unigram level, set by `train`
         num_train, num_held_out = held_out_split(corpus.num_documents, config.eval_examples)
         special = SpecialIds.from_vocab(tokenizer.get_vocab())
         self.spec = StreamSpec(
@@ -239,6 +242,7 @@ class _Run:
             resume_step = self.progress.step if self.restored_rng is not None else None
             self.metrics = MetricsLog(self.out_dir / METRICS_FILE, resume_step)
         eval_batches = self._eval_batches() if context.is_main else []
+        self.unigram = unigram_accuracy(eval_batches, self.spec.special.mask)
         train_model = self._wrap_model()
         batches = self._batches()
         if self.restored_rng is not None:
@@ -404,9 +408,14 @@ class _Run:
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
         values = evaluate(self.model, batches, self.device, self.precision)
+        if self.unigram is not None:  # measured once on these batches (`train`)
+            values["mlm_unigram_accuracy"] = self.unigram
         values = named(values, self.data_config)
         self.model.train()
-        self.metrics.log("eval", self.progress.step, tokens=self.progress.tokens, **values)
+        tokens = self.progress.tokens
+        on_plateau = unigram_plateau(values, tokens, self.config.plateau_min_tokens) is not None
+        extra = {"on_plateau": on_plateau} if self.unigram is not None else {}
+        self.metrics.log("eval", self.progress.step, tokens=tokens, **values, **extra)
         return values
 
     # --- output ---------------------------------------------------------------------------

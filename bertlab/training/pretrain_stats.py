@@ -25,7 +25,11 @@ from bertlab.runtime import autocast
 
 # A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
 # statistics, summed in the masked-LM slots, are logged under a language model's names.
-CAUSAL_NAMES = {"mlm_loss": "lm_loss", "mlm_accuracy": "lm_accuracy"}
+CAUSAL_NAMES = {
+    "mlm_loss": "lm_loss",
+    "mlm_accuracy": "lm_accuracy",
+    "mlm_unigram_accuracy": "lm_unigram_accuracy",
+}
 # Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
 # token detection (`bertlab.electra`); rtd_weighted_loss_sum counts it as the loss does.
 STATS = (
@@ -46,6 +50,18 @@ STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
 # ELECTRA section measured 0.50-0.56 in the budget recipe's runs, whose discriminators then
 # fine-tuned to the majority class.
 NEAR_CHANCE_AUC = 0.6
+# A held-out (masked-)LM accuracy below the unigram level plus this margin is "on the unigram
+# plateau". At BERT's 80/10/10 masking the level is a tenth (the kept tokens) plus 0.9 times the
+# commonest piece's share, some 15% on English (an estimate); the budget recipe's runs sat at
+# 13-14% on the plateau and were at 17-22% once off it (docs/lab/budget-notebook.md, the masking
+# rate and the hour's curve); the naive recipe stayed at 9.8%, a BERT-base at peak 7e-4 at 4.5%.
+PLATEAU_MARGIN = 0.03
+# (accuracy, unigram level) in a held-out evaluation: masked LM's, or a causal run's.
+PLATEAU_NAMES = (
+    ("mlm_accuracy", "mlm_unigram_accuracy"),
+    (CAUSAL_NAMES["mlm_accuracy"], CAUSAL_NAMES["mlm_unigram_accuracy"]),
+)
+PLATEAU_DOCS = "docs/reliability.md#a-pre-training-that-stayed-on-the-unigram-plateau"
 CURVE_PANELS = (
     ("loss", "loss (nats)", "total loss"),
     ("mlm_loss", "loss (nats)", "masked-LM loss"),
@@ -87,6 +103,75 @@ def evaluate(
         if not math.isnan(auc):  # one class only: no AUC
             values["rtd_auc"] = auc
     return values
+
+
+def unigram_accuracy(batches: list[dict[str, torch.Tensor]], mask_id: int) -> float | None:
+    """The unigram level: the accuracy on `batches` of the best prediction that ignores the
+    context, measured on their own targets. Where the input is [MASK] it predicts the most
+    frequent target of those positions; where the token is visible (BERT leaves a tenth of the
+    chosen tokens unchanged, Sec. 3.1, and replaces a tenth at random) it predicts that token. A
+    causal run's next token is never visible: there it is the share of the most frequent target.
+    A model that has learned only the word frequencies (and to copy) scores this.
+
+    Args:
+        batches: held-out batches: `labels` (B, P) with `masked_positions` (B, P), or causal
+            `labels` (B, L); IGNORE_INDEX where there is no target.
+        mask_id: the id of [MASK].
+
+    Returns:
+        The level in [0, 1], or None when the batches have no target.
+    """
+    targets, inputs = [], []
+    for batch in batches:
+        labels = batch["labels"]
+        if "masked_positions" in batch:
+            shown = batch["input_ids"].gather(1, batch["masked_positions"])  # (B, P)
+        else:
+            shown = torch.full_like(labels, mask_id)  # (B, L): the next token is hidden
+        is_target = labels != IGNORE_INDEX
+        targets.append(labels[is_target])
+        inputs.append(shown[is_target])
+    if not targets:
+        return None
+    labels, shown = torch.cat(targets), torch.cat(inputs)
+    if not len(labels):
+        return None
+    hidden = shown == mask_id
+    correct = int((shown[~hidden] == labels[~hidden]).sum())
+    if hidden.any():
+        correct += int(torch.bincount(labels[hidden]).max())
+    return correct / len(labels)
+
+
+def unigram_plateau(
+    values: dict[str, float], tokens: int, min_tokens: int
+) -> tuple[float, float] | None:
+    """(accuracy, unigram level) when a held-out evaluation after `tokens` training tokens is
+    still on the unigram plateau: at least `min_tokens` seen and the accuracy below the level
+    plus PLATEAU_MARGIN. None otherwise, and for an evaluation without a level."""
+    for accuracy_name, level_name in PLATEAU_NAMES:
+        accuracy, level = values.get(accuracy_name), values.get(level_name)
+        if accuracy is None or level is None:
+            continue
+        if tokens >= min_tokens and accuracy < level + PLATEAU_MARGIN:
+            return accuracy, level
+    return None
+
+
+def plateau_warning(last_eval: dict[str, float] | None, tokens: int, min_tokens: int) -> str | None:
+    """A warning, with what to change, when a run ends on the unigram plateau; None otherwise."""
+    plateau = unigram_plateau(last_eval or {}, tokens, min_tokens)
+    if plateau is None:
+        return None
+    accuracy, level = plateau
+    return (
+        f"warning: still on the unigram plateau after {tokens:,} tokens (held-out accuracy "
+        f"{accuracy:.1%} vs unigram {level:.1%}): the model has learned no more than word "
+        "frequencies, transfers little and tends to fine-tune to the majority class; change one "
+        "of: a lower peak --learning-rate (BERT-base/large, post-LN: 1e-4 to 2e-4), more "
+        "tokens (a longer budget or a smaller --model-size), the budget recipe's "
+        f"--mlm-probability 0.4 and --position-init sinusoidal ({PLATEAU_DOCS})"
+    )
 
 
 def batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
