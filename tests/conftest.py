@@ -112,6 +112,25 @@ def pretrain_files(tmp_path_factory) -> tuple[Path, Path]:
     return write_pretrain_vocab(directory), write_pretrain_corpus(directory / "corpus.txt")
 
 
+def write_repetitive_corpus(path: Path, num_documents: int = 600, seed: int = 0) -> Path:
+    """Documents of two sentences that repeat one of 4 words, so that a masked word is the word
+    of the rest of its sequence: a tiny model learns it far beyond the word frequencies."""
+    rng = random.Random(seed)
+    documents = []
+    for _ in range(num_documents):
+        word = f"w{rng.randrange(4)}"
+        documents.append("\n".join(" ".join([word] * rng.randint(8, 14)) for _ in range(2)))
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def repetitive_pretrain_files(tmp_path_factory) -> tuple[Path, Path]:
+    """(vocab.txt, corpus.txt) of `write_repetitive_corpus`: 600 documents, 12 held out."""
+    directory = tmp_path_factory.mktemp("repetitive_pretrain_files")
+    return write_pretrain_vocab(directory), write_repetitive_corpus(directory / "corpus.txt")
+
+
 @pytest.fixture(scope="session")
 def task_vocab(tmp_path_factory) -> Path:
     """A vocab.txt with every lower-cased word, punctuation mark and character of the task

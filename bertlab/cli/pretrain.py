@@ -211,6 +211,12 @@ def _add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
     )
     add("--eval-examples", type=int, help=f"held-out sequences (default: {train.eval_examples})")
     add(
+        "--plateau-min-tokens",
+        type=int,
+        help="tokens after which a held-out accuracy still at the unigram level is reported as "
+        f"the unigram plateau (default: {train.plateau_min_tokens:,})",
+    )
+    add(
         "--log-every",
         dest="log_every_steps",
         type=int,

@@ -56,7 +56,12 @@ from bertlab.training.budget import (
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
 from bertlab.training.loop import FINAL_DIR, PretrainResult, held_out_split, pretrain
-from bertlab.training.pretrain_stats import near_chance_warning
+from bertlab.training.pretrain_stats import (
+    PLATEAU_DOCS,
+    near_chance_warning,
+    plateau_warning,
+    unigram_plateau,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +160,7 @@ class PretrainRun:
     precision: str | None = None
     do_compile: bool = False
     num_workers: int | None = None
+    plateau_min_tokens: int | None = None
     # ElectraConfig (objective electra)
     generator_size: float | None = None
     rtd_weight: float | None = None
@@ -408,11 +414,25 @@ def _run(
         f"trained {progress.step:,} steps, {progress.tokens:,} tokens in "
         f"{progress.elapsed / 60:.1f} min"
     )
+    plateau = unigram_plateau(
+        result.last_eval or {}, progress.tokens, loop_config.plateau_min_tokens
+    )
     if result.last_eval:
-        say("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.last_eval.items()))
+        line = "held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.last_eval.items())
+        if plateau is not None:
+            line += (
+                f" — still on the unigram plateau (accuracy {plateau[0]:.1%} vs unigram "
+                f"{plateau[1]:.1%})"
+            )
+        say(line)
     warning = near_chance_warning(result.last_eval)
     if warning is not None:
         say(warning)
+    warning = plateau_warning(result.last_eval, progress.tokens, loop_config.plateau_min_tokens)
+    if warning is not None:
+        logger.warning(warning)
+        if say != logger.info:  # the default `say` would log it a second time
+            say(warning)
     dropout = run.final_dropout()
     if dropout is not None and context.is_main and result.final_dir is not None:
         restore_finetune_dropout(result.final_dir, dropout)
@@ -455,6 +475,18 @@ def pretraining_card(
         "training minutes": progress.elapsed / 60,
     }
     metrics |= {f"held-out {name}": value for name, value in (result.last_eval or {}).items()}
+    note = "Measured by this run; held-out figures are on the held-out documents, at the run's "
+    note += "own masking rate."
+    plateau = unigram_plateau(result.last_eval or {}, progress.tokens, loop.plateau_min_tokens)
+    if result.last_eval:
+        metrics["still on the unigram plateau"] = plateau is not None
+    if plateau is not None:
+        note += (
+            f" **Warning: this model is still on the unigram plateau** (held-out accuracy "
+            f"{plateau[0]:.1%} vs {plateau[1]:.1%} for word frequencies alone, after "
+            f"{progress.tokens:,} tokens): it has learned little beyond word frequencies and "
+            f"tends to fine-tune to the majority class ({PLATEAU_DOCS})."
+        )
     if data.objective == "electra":
         what = (
             f"The discriminator of ELECTRA's replaced-token detection, a BERT encoder ({shape}; "
@@ -479,8 +511,7 @@ def pretraining_card(
         ],
         recipe=_pretraining_recipe(run, model_config, world_size),
         metrics=metrics,
-        metrics_note="Measured by this run; held-out figures are on the held-out documents, "
-        "at the run's own masking rate.",
+        metrics_note=note,
         how_to_use=[
             "# DIR: this folder, or its Hub id once uploaded; transformers loads it as well",
             'bertlab fill-mask --model DIR "The capital of France is [MASK]."',

@@ -128,3 +128,77 @@ def test_timed_checkpoints_fall_right_after_each_mark_of_training_time(
     # Marks every 3 s of training: after steps 3, 6 and 9, then the final checkpoint (step 11).
     assert elapsed == [3.0, 6.0, 9.0, 11.0]
     assert loop.passed_a_mark(2.9, 3.0, 3.0) and not loop.passed_a_mark(3.0, 5.9, 3.0)
+
+
+def _eval_records(out) -> list[dict]:
+    from bertlab.training.metrics_log import read_metrics
+
+    return [record for record in read_metrics(out / "metrics.jsonl") if record["kind"] == "eval"]
+
+
+def test_a_run_that_cannot_learn_ends_with_a_unigram_plateau_warning(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    vocab, corpus = pretrain_files
+    out = tmp_path / "run"
+    argv = ["pretrain", "--corpus", str(corpus), "--tokenizer", str(vocab), "--no-progress"]
+    argv += ["--max-steps", "3", "--model-size", "tiny", "--max-seq-length", "32"]
+    argv += ["--eval-examples", "16", "--eval-every", "2", "--num-workers", "0"]
+    argv += ["--learning-rate", "1e-9", "--plateau-min-tokens", "0", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    summary = next(line for line in printed if line.startswith("held-out: "))
+    assert "— still on the unigram plateau (accuracy " in summary
+    warning = next(line for line in printed if line.startswith("warning: still on the unigram"))
+    for advice in ("--learning-rate", "1e-4 to 2e-4", "more tokens", "--mlm-probability 0.4"):
+        assert advice in warning
+    assert "--position-init sinusoidal" in warning
+    evals = _eval_records(out)
+    assert [record["step"] for record in evals] == [2, 3]
+    level = evals[-1]["mlm_unigram_accuracy"]
+    assert all(record["mlm_unigram_accuracy"] == level for record in evals)  # measured once
+    assert 0 < level < 1 and evals[-1]["mlm_accuracy"] < level
+    assert evals[-1]["on_plateau"] is True
+    card = (out / "final" / "README.md").read_text(encoding="utf-8")
+    assert "| still on the unigram plateau | True |" in card
+    assert "**Warning: this model is still on the unigram plateau**" in card
+    assert "| held-out mlm_unigram_accuracy |" in card
+
+
+def test_a_run_below_the_minimum_tokens_is_not_judged(pretrain_files, tmp_path) -> None:
+    vocab, corpus = pretrain_files
+    lines: list[str] = []
+    run = PretrainRun(
+        corpus=[corpus], out=tmp_path / "run", tokenizer=vocab, model_size="tiny",
+        max_seq_length=32, eval_examples=16, num_workers=0, max_steps=2, learning_rate=1e-9,
+    )  # fmt: skip
+    result = run_pretraining(run, show_progress=False, say=lines.append)
+    assert result.progress.tokens < run.loop_config().plateau_min_tokens  # 5M by default
+    assert not any("unigram plateau" in line for line in lines)
+    assert _eval_records(tmp_path / "run")[-1]["on_plateau"] is False
+
+
+def test_a_run_that_leaves_the_unigram_plateau_is_not_warned(
+    repetitive_pretrain_files, tmp_path
+) -> None:
+    from bertlab.training.pretrain_stats import PLATEAU_MARGIN
+
+    vocab, corpus = repetitive_pretrain_files
+    config = BertConfig.from_preset("tiny", vocab_size=126, pad_token_id=0).replace(
+        hidden_size=32, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64
+    )
+    lines: list[str] = []
+    run = PretrainRun(
+        corpus=[corpus], out=tmp_path / "run", tokenizer=vocab, model_config=config,
+        objective="mlm", mlm_probability=0.4, max_seq_length=32, batch_size=16,
+        learning_rate=1e-2, max_steps=60, eval_examples=64, num_workers=0, plateau_min_tokens=0,
+    )  # fmt: skip
+    result = run_pretraining(run, show_progress=False, say=lines.append)
+    accuracy = result.last_eval["mlm_accuracy"]
+    level = result.last_eval["mlm_unigram_accuracy"]
+    assert accuracy > level + PLATEAU_MARGIN + 0.2  # clearly off the plateau, not by a hair
+    assert not any("unigram plateau" in line for line in lines)
+    assert _eval_records(tmp_path / "run")[-1]["on_plateau"] is False
+    card = (result.final_dir / "README.md").read_text(encoding="utf-8")
+    assert "| still on the unigram plateau | False |" in card
+    assert "Warning" not in card
