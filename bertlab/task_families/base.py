@@ -209,6 +209,14 @@ class Task:
             raise ValueError("the data has examples without a label; evaluation needs gold labels")
         return METRIC_SETS[self.spec.metrics](predictions, golds)
 
+    def classes(
+        self, predictions: Predictions, examples: Sequence
+    ) -> tuple[list[str], list[str]] | None:
+        """The predicted and the gold class of every unit this task labels with one class of a
+        label set (an example; a word when tagging), for the one-class check of fine-tuning;
+        None for a task without such classes (regression, answers, choices)."""
+        return None
+
     def write(
         self, predictions: Predictions, examples: Sequence, source: Path, out: Path | str
     ) -> None:

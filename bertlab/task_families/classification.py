@@ -105,6 +105,13 @@ class ClassificationTask(Task):
             return [float(row[0]) for row in rows]
         return [id2label[int(row.argmax())] for row in rows]
 
+    def classes(
+        self, predictions: Predictions, examples: Sequence
+    ) -> tuple[list[str], list[str]] | None:
+        if self.is_regression:
+            return None
+        return list(predictions), [example.label for example in examples]
+
 
 _GLUE_UNLABELED = {
     name: functools.partial(read_glue, name, with_labels=False)

@@ -80,6 +80,13 @@ class TaggingTask(Task):
     def score(self, predictions: Predictions, examples: Sequence) -> dict[str, float]:
         return METRIC_SETS[self.spec.metrics](predictions, [s.tags for s in examples])
 
+    def classes(
+        self, predictions: Predictions, examples: Sequence
+    ) -> tuple[list[str], list[str]] | None:
+        """Every word's tag: a tagger that tags every word O has learned one class."""
+        predicted = [tag for sentence in predictions for tag in sentence]
+        return predicted, [tag for sentence in examples for tag in sentence.tags]
+
     def write(
         self, predictions: Predictions, examples: Sequence, source: Path, out: Path | str
     ) -> None:

@@ -41,6 +41,7 @@ from bertlab.training.finetune_loop import (
     train_task_model,
 )
 from bertlab.training.loop import FINAL_DIR
+from bertlab.training.one_class import OneClassCollapse, one_class_collapse
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,8 @@ def finetune_task(
     """Fine-tune on `data.train`, keep the best model by dev score in `out/best`.
 
     The seed is set before the head is built, so it decides the task layer's initialization (and
-    a from-scratch encoder's), the batch order and dropout.
+    a from-scratch encoder's), the batch order and dropout. When the best epoch's dev predictions
+    are all one class (`one_class_collapse`), a warning says so and the result records it.
     """
     tokenizer = source.load_tokenizer()
     set_seed(config.seed)
@@ -176,6 +178,7 @@ def finetune_task(
         sum(param.numel() for param in model.parameters()),
     )
     evaluate = None
+    collapses: list[OneClassCollapse | None] = []  # one per epoch, as evaluated
     if data.dev is not None:
         precision = resolve_precision(config.precision, default_device())
         dev_features = task.encode(data.dev, tokenizer, None, with_labels=False)  # once
@@ -184,6 +187,8 @@ def finetune_task(
             predictions = run_task(
                 task, model, tokenizer, data.dev, config.eval_batch_size, precision, dev_features
             )
+            classes = task.classes(predictions, data.dev)
+            collapses.append(None if classes is None else one_class_collapse(*classes))
             return task.score(predictions, data.dev)
 
     def save(directory: Path, model: BertForTask) -> None:
@@ -192,6 +197,10 @@ def finetune_task(
     result = train_task_model(
         model, features, config, out, evaluate, task.primary_metric, save, show_progress
     )
+    if collapses:  # evaluated once per epoch: the best epoch's check
+        result = replace(result, one_class=collapses[result.best_epoch - 1])
+    if result.one_class is not None:
+        logger.warning(result.one_class.warning(result.seed))
     write_model_card(result.best_dir, finetuning_card(task, data, source, config, result))
     write_json(out / RESULT_FILE, result.to_json())
     return result
@@ -300,7 +309,7 @@ def finetuning_card(
         ],
         recipe=_finetuning_recipe(task, config, result),
         metrics=metrics,
-        metrics_note=_results_note(task, data, seeds_summary),
+        metrics_note=_results_note(task, data, result, seeds_summary),
         how_to_use=[
             "# DIR: this folder, or its Hub id once uploaded; transformers loads it as well",
             f"bertlab predict --task {task.name} --model DIR --data inputs --output predictions",
@@ -344,7 +353,9 @@ def _strategy_recipe(config: FinetuneConfig) -> dict[str, Any]:
     return rows
 
 
-def _results_note(task: Task, data: TaskData, seeds_summary: dict[str, Any] | None) -> str:
+def _results_note(
+    task: Task, data: TaskData, result: FinetuneResult, seeds_summary: dict[str, Any] | None
+) -> str:
     """What the card's numbers are: dev scores of the best epoch (and of the seeds)."""
     if data.dev is None:
         return "No dev data was given: the last epoch's model is kept and nothing was scored."
@@ -359,6 +370,8 @@ def _results_note(task: Task, data: TaskData, seeds_summary: dict[str, Any] | No
             f" This is the best of seeds {seeds}: dev {task.primary_metric} mean "
             f"{stats['mean']:.4f}, standard deviation {stats['std']:.4f}."
         )
+    if result.one_class is not None:
+        note += f" Warning: {result.one_class.describe()}; the model learned only one class."
     return note
 
 
@@ -389,6 +402,14 @@ def finetune_seeds(
             finetune_task(task, data, source, run_config, out / f"seed-{seed}", show_progress)
         )
     summary = summarize_seeds(results, task.primary_metric)
+    if summary["one_class"]:
+        collapsed = ", ".join(str(run["seed"]) for run in summary["one_class"])
+        logger.warning(
+            "%d of %d seeds predicted one class on dev (seeds %s); see the warnings above",
+            len(summary["one_class"]),
+            len(results),
+            collapsed,
+        )
     best = max(results, key=lambda r: r.best_metrics.get(task.primary_metric, -math.inf))
     with atomic_directory(out / BEST_DIR) as directory:
         shutil.copytree(best.best_dir, directory, dirs_exist_ok=True)
@@ -400,7 +421,8 @@ def finetune_seeds(
 
 
 def summarize_seeds(results: Sequence[FinetuneResult], primary_metric: str) -> dict[str, Any]:
-    """Mean, median and sample standard deviation of every dev metric over the runs.
+    """Mean, median and sample standard deviation of every dev metric over the runs, and the
+    runs whose dev predictions were one class ("one_class": seed, label and share).
 
     Example: accuracies 0.80, 0.90, 0.85 -> mean 0.85, median 0.85, std 0.05.
     """
@@ -418,5 +440,10 @@ def summarize_seeds(results: Sequence[FinetuneResult], primary_metric: str) -> d
         "seeds": [result.seed for result in results],
         "primary_metric": primary_metric,
         "dev": stats,
+        "one_class": [
+            {"seed": result.seed} | result.one_class.to_json()
+            for result in results
+            if result.one_class is not None
+        ],
         "runs": [result.to_json() for result in results],
     }

@@ -37,6 +37,7 @@ from bertlab.heads import BertForTask
 from bertlab.runtime import autocast, resolve_precision
 from bertlab.training.loop import DivergedError
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
+from bertlab.training.one_class import OneClassCollapse
 from bertlab.training.optim import build_optimizer, finetune_schedule, layer_learning_rates
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class FinetuneResult:
     frozen: str = "nothing"  # `describe_frozen` of the model as trained
     trainable_parameters: int | None = None
     strategy: dict[str, Any] = field(default_factory=dict)  # `describe_strategy`
+    one_class: OneClassCollapse | None = None  # the best epoch's dev predictions were one class
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +69,7 @@ class FinetuneResult:
             "stopped_early": self.stopped_early,
             "best_dir": str(self.best_dir),
             "strategy": self.strategy,
+            "one_class": None if self.one_class is None else self.one_class.to_json(),
         }
 
 
