@@ -66,11 +66,13 @@ from bertlab.apps.ablation_config import (
 )
 from bertlab.apps.ablation_report import PLOT_FILE, TABLE_FILE, results_tables, write_results
 from bertlab.apps.flows import (
+    ONE_CLASS,
     RESULTS_FILE,
     check_settings,
     check_split,
     finetune_and_test,
     holding,
+    one_class_runs,
     random_twin,
     seed_dir,
     summary,
@@ -169,7 +171,8 @@ def _ablation(
         values = [m[column.metric] for m in metrics]
         say(f"   {run.name:>24} {run.task}: {column.metric} {summary(values)}")
         timings["total"] = time.perf_counter() - started
-        results = _results(config, scores, timings)
+        one_class = one_class_runs(config.out / FINETUNE_DIR, scores, config.seeds)
+        results = _results(config, scores, timings) | {ONE_CLASS: one_class}
         write_results(config.out, results)
     for line in results_tables(results):
         say(line)

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, compare, scored, sign_test
+from bertlab.apps.flows import (
+    RESULTS_FILE,
+    compare,
+    one_class_mark,
+    one_class_note,
+    scored,
+    sign_test,
+)
 from bertlab.atomic import atomic_file, write_json, write_text
 from bertlab.data.tasks.registry import get_task
 from bertlab.metrics import as_percent
@@ -70,14 +77,21 @@ def cell(numbers: Sequence[float] | None) -> str:
     return f"{statistics.median(numbers):.1f} ({min(numbers):.1f}–{max(numbers):.1f})"
 
 
+def marked_cell(results: dict[str, Any], task: str, row: str) -> str:
+    """`cell` of one task and row, marked when seeds predicted one class (`flows`)."""
+    numbers = values(results, task, row)
+    return cell(numbers) + (one_class_mark(results, task, row) if numbers else "")
+
+
 def results_tables(results: dict[str, Any]) -> list[str]:
-    """table.md: the pre-training runs, Table 5, the verdicts, Table 7 and Table 6."""
+    """table.md: the pre-training runs, Table 5, the verdicts, Table 7 and Table 6, then the
+    seeds that predicted one class."""
     lines = _pretraining_table(results) + [""] + _table5(results) + [""] + _verdicts(results)
     if results["config"]["feature_rows"]:
         lines += [""] + _table7(results)
     if results["config"]["model_sizes"]:
         lines += [""] + _table6(results)
-    return lines
+    return lines + one_class_note(results)
 
 
 def _pretraining_table(results: dict[str, Any]) -> list[str]:
@@ -129,7 +143,7 @@ def _table5(results: dict[str, Any]) -> list[str]:
     for row in config["rows"]:
         cells = []
         for task in tasks:
-            text = cell(values(results, task, row))
+            text = marked_cell(results, task, row)
             paper = PAPER_TABLE5.get(row, {}).get(task)
             cells.append(text + (f" [{paper}]" if paper is not None else ""))
         lines.append(f"| {config['row_labels'][row]} | " + " | ".join(cells) + " |")
@@ -214,13 +228,15 @@ def _table7(results: dict[str, Any]) -> list[str]:
         "",
         "| system | F1 here | against fine-tuning | paper (BERT-base, dev F1) |",
         "|---|---:|---|---:|",
-        f"| Fine-tuning: {config['row_labels'][FINE_TUNED]} | {cell(fine_tuned)} | | "
+        f"| Fine-tuning: {config['row_labels'][FINE_TUNED]} | "
+        f"{marked_cell(results, task, FINE_TUNED)} | | "
         f"{PAPER_TABLE7['fine-tuning']} |",
     ]
     for layers in config["feature_rows"]:
         numbers = values(results, task, FEATURE_PREFIX + layers)
         lines.append(
-            f"| Feature-based: {config['feature_labels'][layers]} | {cell(numbers)} | "
+            f"| Feature-based: {config['feature_labels'][layers]} | "
+            f"{marked_cell(results, task, FEATURE_PREFIX + layers)} | "
             f"{judge(numbers, fine_tuned)} | {PAPER_TABLE7[layers]} |"
         )
     return lines
@@ -245,7 +261,7 @@ def _table6(results: dict[str, Any]) -> list[str]:
         run = results["pretraining"].get(run_name)
         if shape is None or run is None:
             continue
-        cells = [cell(values(results, task, row)) for task in tasks]
+        cells = [marked_cell(results, task, row) for task in tasks]
         lines.append(
             f"| {shape['layers']} | {shape['hidden']} | {shape['heads']} | "
             f"{run['tokens'] / 1e6:.1f}M | {_number(run['perplexity'], '.1f')} | "

@@ -24,10 +24,12 @@ from typing import Any
 
 from bertlab.apps.demo_report import results_table, run_name, write_report
 from bertlab.apps.flows import (
+    ONE_CLASS,
     RESULTS_FILE,
     compare,
     finetune_and_test,
     holding,
+    one_class_seeds,
     random_twin,
     seed_dir,
     sign_test,
@@ -148,6 +150,7 @@ class DemoResult:
     seeds: tuple[int, ...]
     scores: dict[str, list[float]]  # MODELS -> the test accuracy of each seed
     timings: dict[str, float]
+    one_class: dict[str, list[dict[str, Any]]]  # MODELS -> `flows.one_class_seeds`
 
     def comparisons(self) -> dict[str, dict[str, Any]]:
         """Each model against scratch: the medians' gap, the larger spread, the paired seeds."""
@@ -176,6 +179,7 @@ class DemoResult:
             "fill_mask": self.fill_mask,
             "word_vectors": self.word_vectors,
             "scores": self.scores,
+            ONE_CLASS: {self.recipe.task: self.one_class},  # as the experiments record it
             "comparisons": self.comparisons(),
             "timings": self.timings,
         }
@@ -245,8 +249,19 @@ def _demo(
     clock.lap("attention")
     timings["total"] = sum(timings.values())
 
+    runs = out / "finetune"
+    one_class = {name: one_class_seeds(runs, run_name(name), seeds) for name in MODELS}
     result = DemoResult(
-        recipe, minutes, pieces, pretrain_summary, predictions, neighbours, seeds, scores, timings
+        recipe,
+        minutes,
+        pieces,
+        pretrain_summary,
+        predictions,
+        neighbours,
+        seeds,
+        scores,
+        timings,
+        one_class,
     )
     results = result.to_json()
     write_json(out / RESULTS_FILE, results)

@@ -11,7 +11,13 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, read_test, seed_dir
+from bertlab.apps.flows import (
+    RESULTS_FILE,
+    one_class_mark,
+    one_class_note,
+    read_test,
+    seed_dir,
+)
 from bertlab.atomic import atomic_file, write_text
 from bertlab.training.metrics_log import METRICS_FILE, plot_curves, read_metrics
 
@@ -122,18 +128,20 @@ def run_name(model: str) -> str:
 
 
 def results_table(result: dict[str, Any]) -> list[str]:
-    """The final table: test accuracy median and range over the seeds, per model."""
+    """The final table: test accuracy median and range over the seeds, per model (and how
+    many of them predicted one class), then the seeds that predicted one class."""
+    task = result["recipe"]["task"]
     lines = [
         "",
-        f"| {result['recipe']['task']} test accuracy | median | min | max | seeds |",
+        f"| {task} test accuracy | median | min | max | seeds |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, values in result["scores"].items():
         lines.append(
             f"| {name} | {statistics.median(values):.1%} | {min(values):.1%} | "
-            f"{max(values):.1%} | {len(values)} |"
+            f"{max(values):.1%} | {len(values)}{one_class_mark(result, task, name)} |"
         )
-    return lines
+    return lines + one_class_note(result)
 
 
 def _verdicts(result: dict[str, Any]) -> list[str]:

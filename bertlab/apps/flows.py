@@ -36,7 +36,8 @@ from bertlab.runtime import default_device, resolve_precision, set_seed
 from bertlab.task_families import Task, run_task
 from bertlab.tokenization import Tokenizer
 from bertlab.training.budget import init_positions
-from bertlab.training.finetune import ModelSource, TaskData, finetune_task
+from bertlab.training.finetune import RESULT_FILE, ModelSource, TaskData, finetune_task
+from bertlab.training.one_class import LIKELY_CAUSES, OneClassCollapse
 from bertlab.training.word_vectors import (
     VECTORS_FILE,
     WordVectorConfig,
@@ -54,6 +55,8 @@ TEST_FILE = "test.json"  # a fine-tuning run's metrics on the test split
 RESULTS_FILE = "results.json"  # an app's numbers, from which its table and figures are drawn
 SETTINGS_FILE = "settings.json"  # the settings every finished step of an app's OUT was made with
 SPLIT_FILE = "split.json"  # per task: the split its fine-tuning runs were made on
+# results.json: per task and model, the seeds whose best dev predictions were all one class
+ONE_CLASS = "one_class"
 PREDICTION_BATCH_SIZE = 128
 
 
@@ -65,6 +68,41 @@ def seed_dir(root: Path, model: str, seed: int) -> Path:
 def read_test(run_dir: Path) -> dict[str, float]:
     """A finished run's test metrics."""
     return json.loads((run_dir / TEST_FILE).read_text(encoding="utf-8"))
+
+
+def read_one_class(run_dir: Path) -> OneClassCollapse | None:
+    """A fine-tuning run's one-class collapse as its result.json records it; None when its dev
+    predictions used several classes, or for a run without result.json."""
+    path = run_dir / RESULT_FILE
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8")).get("one_class")
+    return OneClassCollapse.from_json(recorded)
+
+
+def one_class_seeds(root: Path, model: str, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The seeds of one model's runs under ROOT (`seed_dir`) whose dev predictions were one
+    class, as results.json records them: [{"seed": 2, "label": "positive", "share": 0.564}]."""
+    found = []
+    for seed in seeds:
+        collapse = read_one_class(seed_dir(root, model, seed))
+        if collapse is not None:
+            found.append({"seed": seed} | collapse.to_json())
+    return found
+
+
+def one_class_runs(
+    root: Path, scores: dict[str, dict[str, list]], seeds: Sequence[int]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """results.json's `ONE_CLASS`: per task and model of `scores` (runs under ROOT/<task>), the
+    seeds scored so far (the first ones, in order) whose dev predictions were one class."""
+    return {
+        task: {
+            model: one_class_seeds(root / task, model, seeds[: len(values)])
+            for model, values in by_model.items()
+        }
+        for task, by_model in scores.items()
+    }
 
 
 def finetune_and_test(
@@ -246,6 +284,30 @@ def summary(values: Sequence[float | None]) -> str:
     text = f"{statistics.median(kept):.3f} ({min(kept):.3f}–{max(kept):.3f})"
     constant = sum(undefined(value) for value in values)
     return text + (f", {constant} constant" if constant else "")
+
+
+def one_class_mark(results: dict[str, Any], task: str, model: str) -> str:
+    """A table cell's mark for the seeds that predicted one class, e.g. ", 2 one class"."""
+    runs = results.get(ONE_CLASS, {}).get(task, {}).get(model)
+    return f", {len(runs)} one class" if runs else ""
+
+
+def one_class_note(results: dict[str, Any]) -> list[str]:
+    """A paragraph naming every seed whose dev predictions were one class, with the likely
+    causes; no lines when there is none (or in results.json written before the check)."""
+    found = [
+        f"{task} {model} seed {run['seed']}: " + OneClassCollapse.from_json(run).describe()
+        for task, by_model in results.get(ONE_CLASS, {}).items()
+        for model, runs in by_model.items()
+        for run in runs
+    ]
+    if not found:
+        return []
+    return [
+        "",
+        f'Seeds that predicted one class (marked "one class"): {"; ".join(found)}. Those '
+        f"fine-tunings learned only one class; likely causes: {LIKELY_CAUSES}.",
+    ]
 
 
 # --- settings -------------------------------------------------------------------------------------

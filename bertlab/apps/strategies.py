@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.apps.flows import (
+    ONE_CLASS,
     check_settings,
     check_split,
     finetune_and_test,
     holding,
+    one_class_runs,
     seed_dir,
     summary,
 )
@@ -237,6 +239,8 @@ def _strategies(
                 )
                 scores[strategy].append(metrics[task.primary_metric])
             results["scores"][row.name] = {name: list(values) for name, values in scores.items()}
+            runs = config.out / FINETUNE_DIR
+            results[ONE_CLASS] = one_class_runs(runs, results["scores"], config.seeds)
             results["timings_seconds"] = {"total": time.perf_counter() - started}
             write_results(config.out, results)
         for strategy in config.strategies:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, compare, sign_test, summary, win_loss_level
+from bertlab.apps.flows import (
+    RESULTS_FILE,
+    compare,
+    one_class_mark,
+    one_class_note,
+    sign_test,
+    summary,
+    win_loss_level,
+)
 from bertlab.atomic import write_json, write_text
 
 TABLE_FILE = "table.md"
@@ -27,7 +35,7 @@ def model_name(path: str) -> str:
 def results_table(results: dict[str, Any]) -> list[str]:
     """Two tables: the test scores, median (min–max) of the seeds per row and strategy, each
     strategy's verdict against the baseline beside its score; then the margins, spreads and the
-    sign test's p-values behind the verdicts."""
+    sign test's p-values behind the verdicts; then the seeds that predicted one class."""
     strategies = results["config"]["strategies"]
     baseline = results["config"]["baseline"]
     others = [name for name in strategies if name != baseline]
@@ -58,7 +66,7 @@ def results_table(results: dict[str, Any]) -> list[str]:
             if not values:
                 cells.append("–")
                 continue
-            cell = summary(values)
+            cell = summary(values) + one_class_mark(results, row, strategy)
             is_paired = strategy != baseline and base and len(base) == len(values)
             if is_paired:
                 cell += f", {win_loss_level(base, values)}"
@@ -77,4 +85,4 @@ def results_table(results: dict[str, Any]) -> list[str]:
         model = model_name(results["tasks"][row]["model"])
         lines.append(f"| {name} | {model} | " + " | ".join(cells) + " |")
         details.append(f"| {name} | " + " | ".join(detail_cells) + " |")
-    return lines + details
+    return lines + details + one_class_note(results)

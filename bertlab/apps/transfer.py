@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.apps.flows import (
+    ONE_CLASS,
     RESULTS_FILE,
     TEST_FILE,
     check_settings,
     check_split,
     finetune_and_test,
     holding,
+    one_class_runs,
     random_twin,
     read_test,
     seed_dir,
@@ -151,7 +153,8 @@ def _transfer(
             scores[row.name][column] = values
             say(f"   {column:>12} {row.name}: {task.primary_metric} {summary(values)}")
             timings["total"] = time.perf_counter() - started
-            results = base | {"scores": scores, "timings_seconds": timings}
+            one_class = one_class_runs(out / FINETUNE_DIR, scores, config.seeds)
+            results = base | {"scores": scores, ONE_CLASS: one_class, "timings_seconds": timings}
             write_results(out, results)
     for line in results_table(results):
         say(line)

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import RESULTS_FILE, compare, scored, sign_test, summary
+from bertlab.apps.flows import (
+    RESULTS_FILE,
+    compare,
+    one_class_mark,
+    one_class_note,
+    scored,
+    sign_test,
+    summary,
+)
 from bertlab.atomic import atomic_file, write_json, write_text
 
 TABLE_FILE = "table.md"
@@ -25,7 +33,8 @@ def write_results(out: Path, results: dict[str, Any]) -> None:
 
 def results_table(results: dict[str, Any]) -> list[str]:
     """Median (min-max) per task and column; a verdict of each pre-trained column against
-    scratch: the whole budget for the points of one run, every arm side by side."""
+    scratch: the whole budget for the points of one run, every arm side by side; then the seeds
+    that predicted one class (`flows.one_class_note`)."""
     points = results["config"]["points"]
     if results["config"].get("point_minutes") is None:  # arms: each arm's whole budget
         judged = [point for point in points[1:] if not point.endswith("min")]
@@ -44,7 +53,7 @@ def results_table(results: dict[str, Any]) -> list[str]:
         cells = []
         for point in points:
             values = by_point.get(point)
-            cells.append(summary(values) if values else "–")
+            cells.append(summary(values) + one_class_mark(results, name, point) if values else "–")
         answers = []
         for point in judged:
             done = "scratch" in by_point and point in by_point
@@ -55,7 +64,7 @@ def results_table(results: dict[str, Any]) -> list[str]:
             + " | ".join(cells)
             + f" | {'; '.join(answers)} |"
         )
-    return lines
+    return lines + one_class_note(results)
 
 
 def verdict(scratch: Sequence[float], pretrained: Sequence[float]) -> str:

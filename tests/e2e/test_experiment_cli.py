@@ -88,7 +88,22 @@ def test_transfer_writes_a_table_per_point_and_seed_and_continues(tmp_path, caps
     assert results["metrics"] == {"sst2": "accuracy", "stsb": "spearman"}
     table = (out / "table.md").read_text().splitlines()
     assert table == results_table(results)
-    assert len(table) == 2 + 2 and table[2].startswith("| sst2 (accuracy) |")
+    rows = [line for line in table if line.startswith("|")]
+    assert len(rows) == 2 + 2 and rows[2].startswith("| sst2 (accuracy) |")
+    # Seeds whose dev predictions were all one class: recorded from their result.json, named
+    # under the table (a 30 s pre-training often gives them).
+    for task, by_point in results["one_class"].items():
+        for point, runs in by_point.items():
+            for seed in (1, 2):
+                recorded = json.loads(
+                    (out / "finetune" / task / point / f"seed-{seed}" / "result.json").read_text()
+                )["one_class"]
+                listed = [run for run in runs if run["seed"] == seed]
+                assert listed == ([] if recorded is None else [{"seed": seed} | recorded])
+    collapsed = any(
+        runs for by_point in results["one_class"].values() for runs in by_point.values()
+    )
+    assert table[-1].startswith("Seeds that predicted one class") == collapsed
     assert (out / "transfer.png").stat().st_size > 0
     # The from-scratch runs start from different random encoders per seed.
     scratch = [
