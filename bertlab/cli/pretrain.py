@@ -238,7 +238,8 @@ def pretrain_run(args: argparse.Namespace):
     """The `PretrainRun` of the flags (each flag's destination is the field of its name)."""
     from bertlab.training.pretrain_run import PretrainRun
 
-    return PretrainRun(**{f.name: getattr(args, f.name) for f in dataclasses.fields(PretrainRun)})
+    fields = [f.name for f in dataclasses.fields(PretrainRun) if f.name != "plan"]  # not a flag
+    return PretrainRun(**{name: getattr(args, name) for name in fields})
 
 
 def run_pretrain(args: argparse.Namespace) -> int:

@@ -63,6 +63,79 @@ class BudgetRecipe:
         return asdict(self)
 
 
+# --- on an accelerator ----------------------------------------------------------------------------
+# The CPU table above was measured round by round on 2 cores. A GPU computes 50-100 times more in
+# the same minutes, so there the recipe plans from the machine: it measures what each shape can
+# train per second (`bertlab.training.budget_plan`) and takes the largest shape that still reads
+# TOKENS_PER_PARAMETER tokens per parameter in the budget (Hoffmann et al. 2022's compute-optimal
+# ratio), each shape with the settings of ACCELERATOR_RECIPES. docs/budget.md#on-a-gpu gives the
+# measurements behind them.
+TOKENS_PER_PARAMETER = 20.0
+ACCELERATOR_SHAPES = ("tiny", "mini", "small", "medium", "base", "large")  # smallest first
+
+
+@dataclass(frozen=True)
+class ShapeSettings:
+    """A shape's batch, peak learning rate, warm-up share and masking rate on an accelerator."""
+
+    batch_size: int
+    learning_rate: float
+    warmup_fraction: float
+    mlm_probability: float
+
+
+# The post-LN BERT layout (transformers' keys) tolerates a lower peak the deeper and wider it is:
+# BERT-base at 7e-4 sat on the unigram plateau for a whole 3-minute GPU run; at 1e-4 and 2e-4 it
+# was still crawling along it after 855 steps of 256 (2026-11-26, docs/budget.md#on-a-gpu), so the
+# large shapes take batches of 128: twice the optimizer steps in the same minutes, which is what
+# counts early. The small shapes keep the CPU recipe's 40% masking, as every shape does.
+ACCELERATOR_RECIPES: dict[str, ShapeSettings] = {
+    "tiny": ShapeSettings(128, 2e-3, 0.1, 0.4),
+    "mini": ShapeSettings(128, 2e-3, 0.1, 0.4),  # 2 GPU-minutes: 33.5% held-out accuracy
+    "small": ShapeSettings(128, 1e-3, 0.1, 0.4),
+    "medium": ShapeSettings(128, 5e-4, 0.1, 0.4),
+    "base": ShapeSettings(128, 2e-4, 0.1, 0.4),
+    "large": ShapeSettings(128, 1e-4, 0.1, 0.4),
+}
+
+
+def accelerator_recipe(model_size: str) -> BudgetRecipe:
+    """The recipe of `model_size` on an accelerator: ACCELERATOR_RECIPES' settings, the rest as
+    on the CPU (vocabulary, packed MLM, one-cycle, no dropout, sinusoidal positions)."""
+    if model_size not in ACCELERATOR_RECIPES:
+        raise ValueError(f"no accelerator recipe for model size {model_size!r}")
+    settings = ACCELERATOR_RECIPES[model_size]
+    return BudgetRecipe(
+        model_size=model_size,
+        batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_fraction=settings.warmup_fraction,
+        mlm_probability=settings.mlm_probability,
+    )
+
+
+def choose_shape(
+    seconds: float, tokens_per_second: dict[str, float], parameters: dict[str, int]
+) -> str:
+    """The largest shape that reads TOKENS_PER_PARAMETER tokens per parameter in `seconds` at
+    its measured speed; the smallest measured one when none does.
+
+    Args:
+        seconds: the budget.
+        tokens_per_second: measured training speed by shape (ACCELERATOR_SHAPES names).
+        parameters: each shape's parameter count.
+    """
+    measured = [shape for shape in ACCELERATOR_SHAPES if shape in tokens_per_second]
+    if not measured:
+        raise ValueError("no shape was measured")
+    enough = [
+        shape
+        for shape in measured
+        if tokens_per_second[shape] * seconds >= TOKENS_PER_PARAMETER * parameters[shape]
+    ]
+    return enough[-1] if enough else measured[0]
+
+
 def budget_recipe(seconds: float) -> BudgetRecipe:
     """The recipe for a pre-training budget of `seconds` on a CPU.
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bertlab import hub
 from bertlab.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
 from bertlab.config import (
@@ -36,9 +38,16 @@ from bertlab.config import (
     PretrainConfig,
     PretrainDataConfig,
 )
-from bertlab.data.corpus import build_corpus, check_objective, preflight_report
+from bertlab.data.corpus import (
+    TokenizedCorpus,
+    build_corpus,
+    check_objective,
+    preflight_report,
+)
 from bertlab.data.corpus_encode import sniff_lang
 from bertlab.data.preflight import PreflightReport
+from bertlab.data.pretraining import SpecialIds
+from bertlab.data.stream import StreamSpec
 from bertlab.electra import ElectraForPreTraining
 from bertlab.model_card import ModelCard, write_model_card
 from bertlab.modeling import BertForPreTraining
@@ -53,6 +62,13 @@ from bertlab.training.budget import (
     budget_recipe,
     init_positions,
     restore_finetune_dropout,
+)
+from bertlab.training.budget_plan import (
+    BudgetPlan,
+    load_plan,
+    nearest_preset,
+    plan_budget,
+    save_plan,
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
 from bertlab.training.loop import FINAL_DIR, PretrainResult, held_out_split, pretrain
@@ -116,6 +132,8 @@ class PretrainRun:
         lang: sentence splitting and whole-word segmentation: "auto", "en" or "zh".
         corpus_cache: the tokenized corpus's directory; None: `OUT/corpus`.
         resume: continue from the latest checkpoint in `out`.
+        plan: the budget recipe planned for the machine (`bertlab.training.budget_plan`), set by
+            `run_pretraining`; None: the measured CPU recipe until then. Not a flag.
         The rest are the fields of `PretrainDataConfig` and `PretrainConfig` of the same names.
     """
 
@@ -164,6 +182,7 @@ class PretrainRun:
     # ElectraConfig (objective electra)
     generator_size: float | None = None
     rtd_weight: float | None = None
+    plan: BudgetPlan | None = None
 
     def __post_init__(self) -> None:
         if not self.corpus:
@@ -213,8 +232,10 @@ class PretrainRun:
     # --- what the run resolves to -------------------------------------------------------------
 
     def recipe(self) -> BudgetRecipe | None:
-        """The budget recipe, with a budget; None otherwise."""
-        return budget_recipe(self.budget) if self.budget is not None else None
+        """The budget recipe, with a budget (the machine's plan once planned); None otherwise."""
+        if self.budget is None:
+            return None
+        return self.plan.recipe if self.plan is not None else budget_recipe(self.budget)
 
     def _chosen(self, name: str) -> Any:
         """The field's value, else the recipe's (with a budget), else None (the config default)."""
@@ -264,6 +285,12 @@ class PretrainRun:
             return None
         recipe = self.recipe()
         return self.model_size or (recipe.model_size if recipe else DEFAULT_MODEL_SIZE)
+
+    def planned(self, plan: BudgetPlan) -> PretrainRun:
+        """This run with the budget recipe of `plan`."""
+        if self.budget is None:
+            raise ValueError("only a run with a budget has a plan")
+        return dataclasses.replace(self, plan=plan)
 
     def pretrain_dropout(self) -> float | None:
         """The dropout while pre-training; None keeps the model's own."""
@@ -372,10 +399,7 @@ def _run(
     say = say if context.is_main else _quiet
     show_progress = show_progress and context.is_main
     data_config, loop_config = run.data_config(), run.loop_config()
-    if run.budget is not None:
-        say(f"budget recipe for {run.budget / 60:g} min: {run.describe()}")
     tokenizer = _tokenizer(run, out, context, show_progress, say)
-    model_config = _model_config(run, tokenizer, data_config)
     cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
     files = [Path(path) for path in run.corpus]
     whole_word = data_config.do_whole_word_mask
@@ -388,6 +412,14 @@ def _run(
     for line in report.summary():
         say(line)
     check_objective(report, data_config.objective)
+    if run.budget is not None:
+        if run.plan is None:
+            run = run.planned(_plan(run, out, corpus, tokenizer, context))
+        data_config, loop_config = run.data_config(), run.loop_config()
+        say(f"budget recipe for {run.budget / 60:g} min: {run.describe()}")
+        for line in run.plan.lines():
+            say(f"  {line}")
+    model_config = _model_config(run, tokenizer, data_config)
     check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
     set_seed(loop_config.seed)
     model_class, extra = BertForPreTraining, {}
@@ -549,6 +581,43 @@ def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: 
     if run.budget is not None:
         recipe = {"budget recipe": f"{run.budget / 60:g} min: {run.describe()}"} | recipe
     return recipe
+
+
+def _plan(
+    run: PretrainRun,
+    out: Path,
+    corpus: TokenizedCorpus,
+    tokenizer: Tokenizer,
+    context: DistributedContext,
+) -> BudgetPlan:
+    """The budget's plan for this machine: OUT's (a resumed run keeps its choices), else made by
+    the main process and shared through OUT/budget_plan.json."""
+    device = context.device()
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    size = run.model_size  # a model given as a folder or config is planned as its nearest preset
+    if size is None and (run.init_from is not None or run.model_config is not None):
+        size = nearest_preset(_model_config(run, tokenizer, run.data_config()))
+    plan = load_plan(out, run.budget, size, device_name)
+    if plan is None and context.is_main:
+        loop = run.loop_config()
+        num_train, _ = held_out_split(corpus.num_documents, loop.eval_examples)
+        spec = StreamSpec(
+            corpus.directory,
+            (0, num_train),
+            run.data_config(),
+            SpecialIds.from_vocab(tokenizer.get_vocab()),
+            tokenizer.vocab_size,
+            loop.seed,
+            loop.micro_batch_size,
+        )
+        plan = plan_budget(run.budget, device, size, spec, loop.precision)
+        save_plan(out, plan)
+    barrier(context)
+    if plan is None:
+        plan = load_plan(out, run.budget, size, device_name)
+    if plan is None:
+        raise ValueError(f"no budget plan in {out} for this run; run it again")
+    return plan
 
 
 def _quiet(line: str) -> None:
