@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The device check of the GPU recipe (docs/budget.md#on-a-gpu), in two steps:
+#   bash benchmarks/gpu_check.sh prepare   # here: copies <= 20 MB of reviews and SST-2 into .gpu_data/
+#   bash benchmarks/gpu_check.sh run       # on the GPU machine, from the repository root (about 7 min)
+# `run` uses the machine's own torch and transformers (nothing is installed there) and runs
+# bertlab from the repository root; it writes its logs and gpu_check.json to $OUT (default
+# runs/gpu-check). Extra arguments go to benchmarks/gpu_check.py (e.g. --budget 20s for a smoke test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA=.gpu_data
+SHARED=${SHARED_DATA:-../shared/data}
+REVIEW_DOCUMENTS=36000  # the first 36,000 IMDB reviews: 18 MB gzipped, about 11M pieces
+
+case "${1:-}" in
+prepare)
+    grep -qx "/$DATA/" .git/info/exclude 2>/dev/null || echo "/$DATA/" >> .git/info/exclude
+    mkdir -p "$DATA/corpus_reviews_en" "$DATA/glue/SST-2"
+    cp "$SHARED/glue/SST-2/train.tsv" "$DATA/glue/SST-2/train.tsv"
+    python3 - "$SHARED/corpus_reviews_en/imdb_reviews.txt.gz" "$DATA/corpus_reviews_en/imdb_reviews.txt.gz" "$REVIEW_DOCUMENTS" <<'PY'
+import gzip, sys
+source, target, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3])
+documents = 0
+with gzip.open(source, "rt", encoding="utf-8") as lines, gzip.open(target, "wt", 9, encoding="utf-8") as out:
+    for line in lines:
+        out.write(line)
+        documents += not line.strip()
+        if documents >= wanted:
+            break
+print(f"{target}: {documents:,} reviews")
+PY
+    du -sh "$DATA"
+    ;;
+run)
+    shift
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    OUT=${OUT:-runs/gpu-check}
+    mkdir -p "$OUT"
+    command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+    python3 -m bertlab --help > /dev/null && echo "bertlab --help: ok"
+    python3 benchmarks/gpu_check.py --data "$DATA" --out "$OUT" "$@"
+    ;;
+*)
+    echo "usage: bash benchmarks/gpu_check.sh prepare|run [gpu_check.py arguments]" >&2
+    exit 2
+    ;;
+esac
