@@ -137,10 +137,11 @@ def _add_length_flags(parser: argparse.ArgumentParser) -> None:
     budget.add_argument(
         "--budget",
         type=parse_duration,
-        help=f"training time with the budget recipe ({BUDGET_DOCS}): model size "
-        f"{LARGER_MODEL} from {LARGER_MODEL_MINUTES:g} min ({recipe.model_size} below), "
-        f"a vocabulary trained on the corpus, packed MLM at {recipe.mlm_probability:.0%}%, "
-        "one-cycle; any flag given explicitly still wins",
+        help=f"training time with the budget recipe ({BUDGET_DOCS}): on a CPU model size "
+        f"{LARGER_MODEL} from {LARGER_MODEL_MINUTES:g} min ({recipe.model_size} below); on a GPU "
+        "the largest shape that reads 20 tokens per parameter at the speed measured first, "
+        f"with its batch and peak rate; a vocabulary trained on the corpus, packed MLM at "
+        f"{recipe.mlm_probability:.0%}%, one-cycle; any flag given explicitly still wins",
     )
 
 
