@@ -39,7 +39,7 @@ import shutil
 import stat
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -311,6 +311,75 @@ def remove_directory(directory: str | os.PathLike) -> None:
     doomed = directory.with_name(f".{directory.name}.{uuid.uuid4().hex[:8]}{TEMPORARY_MARK}")
     os.rename(directory, doomed)
     shutil.rmtree(doomed, ignore_errors=True)
+
+
+REPLACED_DIR = ".replaced"  # in a run's directory: the earlier run's outputs while a new run runs
+_MOVING = ".moving"  # in REPLACED_DIR while the earlier outputs are moved into it
+_RESTORING = ".restoring"  # in REPLACED_DIR once the failed run's outputs are removed
+
+
+@contextmanager
+def replacing(
+    directory: str | os.PathLike, outputs: Callable[[], Sequence[Path]]
+) -> Iterator[None]:
+    """Run the block that writes a new run into `directory` in place of the earlier run's
+    outputs there (`outputs()` lists a run's files and directories in `directory`): they are
+    moved aside into REPLACED_DIR first, removed once the block succeeds, and put back if it
+    fails (an error, Ctrl-C), after what the failed run wrote is removed. A process killed
+    meanwhile leaves REPLACED_DIR, which `restore_replaced` puts back before the next run: the
+    earlier run goes only once a new one has replaced it.
+
+    Call it holding `run_lock(directory)`.
+    """
+    directory = Path(directory)
+    earlier = list(outputs())
+    if not earlier:
+        yield
+        return
+    backup = directory / REPLACED_DIR
+    backup.mkdir()
+    (backup / _MOVING).touch()
+    for path in earlier:
+        os.rename(path, backup / path.name)
+    (backup / _MOVING).unlink()
+    try:
+        yield
+    except BaseException:
+        restore_replaced(directory, outputs)
+        raise
+    remove_directory(backup)
+
+
+def restore_replaced(directory: str | os.PathLike, outputs: Callable[[], Sequence[Path]]) -> bool:
+    """Put back the earlier run that `replacing` moved aside in `directory`, if there is one:
+    remove what the failed (or killed) new run wrote (`outputs()` lists a run's outputs in
+    `directory`), then move the earlier run's back. Safe to interrupt and call again. Returns
+    whether there was one to put back."""
+    directory = Path(directory)
+    backup = directory / REPLACED_DIR
+    if not backup.is_dir():
+        return False
+    moving = (backup / _MOVING).exists()  # killed before the new run started: nothing new
+    if not moving and not (backup / _RESTORING).exists():
+        for path in outputs():
+            _remove(path)
+        (backup / _RESTORING).touch()
+    for path in backup.iterdir():
+        if path.name in (_MOVING, _RESTORING):
+            continue
+        target = directory / path.name
+        if target.exists() or target.is_symlink():
+            _remove(target)
+        os.rename(path, target)
+    shutil.rmtree(backup)
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        remove_directory(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 def remove_temporaries(directory: str | os.PathLike) -> int:

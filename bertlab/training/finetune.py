@@ -21,8 +21,9 @@ from typing import Any
 
 from bertlab.atomic import (
     atomic_directory,
-    remove_directory,
     remove_temporaries,
+    replacing,
+    restore_replaced,
     run_lock,
     write_json,
 )
@@ -41,6 +42,7 @@ from bertlab.training.finetune_loop import (
     train_task_model,
 )
 from bertlab.training.loop import FINAL_DIR
+from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
 from bertlab.training.one_class import OneClassCollapse, one_class_collapse
 
 logger = logging.getLogger(__name__)
@@ -230,39 +232,44 @@ def run_finetuning(
     """
     with run_lock(out):
         claim_out(out, overwrite)
-        if seeds is None:
-            return finetune_task(task, data, source, config, out, show_progress).to_json()
-        return finetune_seeds(task, data, source, config, seeds, out, show_progress)
+        # An earlier run (with `overwrite`) goes only once this one has replaced it: a run that
+        # is refused, diverges or is interrupted puts it back.
+        with replacing(out, lambda: finetune_outputs(out)):
+            if seeds is None:
+                return finetune_task(task, data, source, config, out, show_progress).to_json()
+            return finetune_seeds(task, data, source, config, seeds, out, show_progress)
+
+
+def finetune_outputs(out: Path) -> list[Path]:
+    """A fine-tuning run's results, models and training records in `out`."""
+    names = (*FINETUNE_OUTPUTS, METRICS_FILE, CURVES_FILE)
+    outputs = [out / name for name in names if (out / name).exists()]
+    return outputs + sorted(out.glob(SEED_DIR_PATTERN))
 
 
 def claim_out(out: Path, overwrite: bool) -> None:
-    """Clear what killed writers left in `out` and refuse an earlier run there: a fine-tuning
-    run's model or results (removed first with `overwrite`) or a pre-training run. Call it
+    """Clear what killed writers left in `out` (an earlier run that a killed `--overwrite` had
+    moved aside is put back) and refuse an earlier run there: a fine-tuning run's model or
+    results (replaced by `run_finetuning` with `overwrite`) or a pre-training run. Call it
     holding `run_lock(out)`.
 
     Raises:
         ValueError: `out` holds a pre-training run, or a fine-tuning run and not `overwrite`.
     """
     remove_temporaries(out)
+    if restore_replaced(out, lambda: finetune_outputs(out)):
+        logger.warning("%s: put back the earlier run that an interrupted --overwrite replaced", out)
     pretraining = [name for name in PRETRAIN_OUTPUTS if (out / name).exists()]
     if pretraining:
         raise ValueError(
             f"--out {out} holds a pre-training run ({pretraining[0]}/); choose another --out"
         )
-    earlier = [out / name for name in FINETUNE_OUTPUTS if (out / name).exists()]
-    earlier += sorted(out.glob(SEED_DIR_PATTERN))
-    if not earlier:
-        return
-    if not overwrite:
+    earlier = finetune_outputs(out)
+    if earlier and not overwrite:
         raise ValueError(
             f"--out {out} already holds a fine-tuning run ({earlier[0].name}); add --overwrite "
             "to replace it or choose another --out"
         )
-    for path in earlier:
-        if path.is_dir():
-            remove_directory(path)
-        else:
-            path.unlink()
 
 
 # --- the model card -------------------------------------------------------------------------------

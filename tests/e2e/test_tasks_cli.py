@@ -523,3 +523,64 @@ def test_a_full_disk_is_one_line_naming_the_file(
     out = tmp_path / "run"
     code, _, stderr = finetune(capsys, task_vocab, out, "rte", TASK_DATA / "rte_style.tsv")
     assert_one_line_error(code, stderr, f"could not write {out / 'best'}: no space left on device")
+
+
+def _run_files(out: Path) -> dict[str, bytes]:
+    """Every file of a run directory, by relative path (the lock file aside)."""
+    return {
+        str(path.relative_to(out)): path.read_bytes()
+        for path in sorted(out.rglob("*"))
+        if path.is_file() and path.name != ".bertlab.lock"
+    }
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        ("--max-seq-length", "100000"),  # refused once the model is known
+        ("--learning-rate", "1e6"),  # diverges while training
+    ],
+)
+def test_a_failed_overwrite_keeps_the_earlier_run_whole(tmp_path, capsys, task_vocab, failing):
+    """`finetune --overwrite` that was then refused or diverged deleted the earlier run's best/
+    and result.json before it failed: no model was left."""
+    out, data = tmp_path / "run", TASK_DATA / "rte_style.tsv"
+    assert finetune(capsys, task_vocab, out, "rte", data)[0] == 0
+    before = _run_files(out)
+    assert "best/model.safetensors" in before and "result.json" in before
+    code, _, stderr = finetune(capsys, task_vocab, out, "rte", data, "--overwrite", *failing)
+    assert_one_line_error(code, stderr)
+    assert _run_files(out) == before
+    assert not (out / ".replaced").exists()
+
+
+def test_an_overwrite_with_seeds_that_fails_removes_its_own_seeds_and_keeps_the_earlier(
+    tmp_path, capsys, task_vocab
+):
+    out, data = tmp_path / "run", TASK_DATA / "rte_style.tsv"
+    assert finetune(capsys, task_vocab, out, "rte", data, "--seeds", "1")[0] == 0
+    before = _run_files(out)
+    code, _, stderr = finetune(
+        capsys, task_vocab, out, "rte", data, "--overwrite", "--seeds", "2,3",
+        "--learning-rate", "1e6",
+    )  # fmt: skip
+    assert_one_line_error(code, stderr)
+    assert _run_files(out) == before
+    assert not (out / "seed-2").exists() and not (out / "seed-3").exists()
+
+
+def test_an_overwrite_killed_midway_is_undone_by_the_next_run(tmp_path, capsys, task_vocab):
+    """A kill leaves the earlier run in OUT/.replaced and the new run's first files: the next
+    command puts the earlier run back before it decides anything."""
+    out, data = tmp_path / "run", TASK_DATA / "rte_style.tsv"
+    assert finetune(capsys, task_vocab, out, "rte", data)[0] == 0
+    before = _run_files(out)
+    backup = out / ".replaced"
+    backup.mkdir()
+    for name in ("best", "result.json", "metrics.jsonl", "curves.png"):  # as `replacing` does
+        (out / name).rename(backup / name)
+    (out / "best").mkdir()  # what the killed run had begun to write
+    (out / "best" / "config.json").write_text("{}", encoding="utf-8")
+    code, _, stderr = finetune(capsys, task_vocab, out, "rte", data, "--seed", "7")
+    assert_one_line_error(code, stderr, "already holds a fine-tuning run", "--overwrite")
+    assert _run_files(out) == before and not backup.exists()

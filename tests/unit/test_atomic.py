@@ -22,6 +22,8 @@ from bertlab.atomic import (
     atomic_files,
     json_text,
     remove_temporaries,
+    replacing,
+    restore_replaced,
     run_lock,
     write_json,
     write_text,
@@ -206,3 +208,73 @@ def test_the_lock_file_goes_with_its_holder_and_a_removed_one_is_taken_anew(tmp_
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
         (out / "vocab.txt").write_text("[PAD]\n")
     assert [path.name for path in out.iterdir()] == ["vocab.txt"]
+
+
+# --- replacing a run only once the new one has succeeded -------------------------------------------
+
+
+def _earlier_run(directory: Path) -> dict[str, str]:
+    (directory / "best").mkdir(parents=True)
+    (directory / "best" / "model.bin").write_text("old model", encoding="utf-8")
+    (directory / "result.json").write_text('{"old": 1}', encoding="utf-8")
+    return _contents(directory)
+
+
+def _contents(directory: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(directory)): path.read_text(encoding="utf-8")
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _outputs(directory: Path):
+    names = ("best", "result.json", "seed-2")
+    return lambda: [directory / name for name in names if (directory / name).exists()]
+
+
+def test_replacing_removes_the_earlier_run_once_the_new_one_succeeded(tmp_path) -> None:
+    _earlier_run(tmp_path)
+    with replacing(tmp_path, _outputs(tmp_path)):
+        assert not (tmp_path / "best").exists() and (tmp_path / ".replaced").is_dir()
+        (tmp_path / "best").mkdir()
+        (tmp_path / "best" / "model.bin").write_text("new model", encoding="utf-8")
+    assert _contents(tmp_path) == {"best/model.bin": "new model"}
+
+
+@pytest.mark.parametrize("failure", [ValueError("refused"), KeyboardInterrupt()])
+def test_replacing_puts_the_earlier_run_back_when_the_new_one_fails(tmp_path, failure) -> None:
+    before = _earlier_run(tmp_path)
+    with pytest.raises(type(failure)):
+        with replacing(tmp_path, _outputs(tmp_path)):
+            (tmp_path / "best").mkdir()
+            (tmp_path / "best" / "half.bin").write_text("half", encoding="utf-8")
+            (tmp_path / "seed-2").mkdir()  # an output the earlier run did not have
+            raise failure
+    assert _contents(tmp_path) == before
+
+
+def test_an_earlier_run_killed_while_being_moved_aside_is_put_back_whole(tmp_path) -> None:
+    before = _earlier_run(tmp_path)
+    backup = tmp_path / ".replaced"
+    backup.mkdir()
+    (backup / ".moving").touch()
+    (tmp_path / "best").rename(backup / "best")  # result.json not moved yet: still the earlier's
+    assert restore_replaced(tmp_path, _outputs(tmp_path))
+    assert _contents(tmp_path) == before
+    assert not restore_replaced(tmp_path, _outputs(tmp_path))  # nothing left to put back
+
+
+def test_a_restore_killed_midway_finishes_when_called_again(tmp_path) -> None:
+    before = _earlier_run(tmp_path)
+    backup = tmp_path / ".replaced"
+    backup.mkdir()
+    for name in ("best", "result.json"):
+        (tmp_path / name).rename(backup / name)
+    (tmp_path / "seed-2").mkdir()  # the killed new run's
+    # the first restore removed the new run's outputs, marked it and put best back, then died
+    (tmp_path / "seed-2").rmdir()
+    (backup / ".restoring").touch()
+    (backup / "best").rename(tmp_path / "best")
+    assert restore_replaced(tmp_path, _outputs(tmp_path))
+    assert _contents(tmp_path) == before
