@@ -449,7 +449,7 @@ def _finetune_config(args: argparse.Namespace, seed: int):
     return FinetuneConfig(
         learning_rate=args.learning_rate,
         batch_size=args.batch_size,
-        num_train_epochs=args.epochs or _default_epochs(args.task),
+        num_train_epochs=_default_epochs(args.task) if args.epochs is None else args.epochs,
         warmup_proportion=args.warmup_proportion,
         weight_decay=args.weight_decay,
         max_grad_norm=args.max_grad_norm,

@@ -584,3 +584,13 @@ def test_an_overwrite_killed_midway_is_undone_by_the_next_run(tmp_path, capsys, 
     code, _, stderr = finetune(capsys, task_vocab, out, "rte", data, "--seed", "7")
     assert_one_line_error(code, stderr, "already holds a fine-tuning run", "--overwrite")
     assert _run_files(out) == before and not backup.exists()
+
+
+def test_finetune_refuses_zero_epochs_instead_of_running_the_default(tmp_path, capsys, task_vocab):
+    """`--epochs 0` was read as "not given" and ran the task's 3 epochs."""
+    out = tmp_path / "run"
+    code, _, stderr = finetune(
+        capsys, task_vocab, out, "rte", TASK_DATA / "rte_style.tsv", "--epochs", "0"
+    )
+    assert_one_line_error(code, stderr, "num_train_epochs must be a positive integer, got 0")
+    assert not (out / "best").exists()
