@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all test-browser bench lint clean
+.PHONY: demo test test-all test-browser bench lint clean models
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ test-all: $(STAMP)
 # `bertlab serve` in headless Chromium (Debian: apt-get install chromium chromium-driver).
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest -q -m browser
+
+# Remake the models that ship in bertlab/models (bertlab:NAME): an hour and a half of pre-training
+# on 2 CPU cores with the shared data beside the checkout (tools/ship_model.py, docs/models.md).
+models: $(STAMP)
+	$(BIN)/python tools/ship_model.py --data ../shared/data
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_model.py

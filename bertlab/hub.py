@@ -11,6 +11,11 @@ only, no network) and access tokens from `hf auth login` or `HF_TOKEN`.
 Weights: `model.safetensors` (or its shards) when the repository has it; otherwise
 `pytorch_model.bin`, which `bertlab.checkpoint` reads with `torch.load(weights_only=True)` only.
 
+Models pre-trained by bertlab itself ship inside the package and load by a short name in every
+`--model`: `bertlab:mini-reviews-en` is the folder `bertlab/models/mini-reviews-en` (a plain
+Hugging Face folder that `transformers` loads too). `tools/ship_model.py` (`make models`) makes
+them.
+
 A name that is an existing file or folder is used as it is, and nothing is downloaded. Every
 failure (offline and not cached, an unknown or private id, a missing revision) is one line that
 says what happened and suggests passing a local folder.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 from huggingface_hub import snapshot_download
@@ -72,6 +78,9 @@ LEGACY_NAMES = {
         "bert-large-cased-whole-word-masking",
     )
 }
+SHIPPED_PREFIX = "bertlab:"  # bertlab:NAME is a model shipped in SHIPPED_DIR/NAME
+SHIPPED_DIR = Path(__file__).resolve().parent / "models"
+SHIPPED_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")  # a folder of SHIPPED_DIR, never a path
 # Names with these endings are files someone meant to pass (a vocab.txt, a config.json, ...).
 FILE_SUFFIXES = (".txt", ".json", ".bin", ".safetensors", ".ckpt", ".index", ".zip", ".gz")
 LOCAL_FOLDER_HINT = "pass a local model folder instead"
@@ -114,6 +123,8 @@ def resolve(
         FileNotFoundError: neither a local path nor a model the Hub (or, offline, the cache) has.
         ValueError: the revision does not exist, or the Hub refused the download.
     """
+    if os.fspath(name_or_path).startswith(SHIPPED_PREFIX):
+        return shipped_model(os.fspath(name_or_path))
     path = Path(name_or_path).expanduser()
     if path.exists() or not is_repo_id(name_or_path):
         return path
@@ -134,6 +145,28 @@ def resolve(
             f"({', '.join(MODEL_FILES[:2])}, weights); {LOCAL_FOLDER_HINT}"
         )
     return folder
+
+
+def shipped_models() -> list[str]:
+    """The names of the models shipped with bertlab (`bertlab:NAME`), sorted."""
+    if not SHIPPED_DIR.is_dir():
+        return []
+    folders = (path for path in SHIPPED_DIR.iterdir() if (path / "config.json").is_file())
+    return sorted(f"{SHIPPED_PREFIX}{path.name}" for path in folders)
+
+
+def shipped_model(name: str) -> Path:
+    """The folder of the shipped model `name` (`bertlab:mini-reviews-en`).
+
+    Raises:
+        FileNotFoundError: no model of that name ships with this bertlab, naming those that do.
+    """
+    short = name.removeprefix(SHIPPED_PREFIX)
+    folder = SHIPPED_DIR / short
+    if SHIPPED_NAME.fullmatch(short) and (folder / "config.json").is_file():
+        return folder
+    shipped = ", ".join(shipped_models()) or "none"
+    raise FileNotFoundError(f"no model {name} ships with bertlab (shipped: {shipped})")
 
 
 def _download(repo_id: str, revision: str | None, with_weights: bool) -> Path:

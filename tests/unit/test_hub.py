@@ -215,3 +215,37 @@ def test_a_repository_without_model_files_is_named(monkeypatch, tmp_path):
     monkeypatch.setattr(hub, "snapshot_download", lambda *args, **kwargs: str(tmp_path / "none"))
     with pytest.raises(FileNotFoundError, match="has none of the files bertlab reads"):
         hub.resolve("org/a-dataset-like-repo")
+
+
+# --- the models that ship with bertlab (bertlab:NAME) ---------------------------------------------
+
+
+@pytest.fixture
+def shipped_dir(tmp_path, monkeypatch, hub_model_folder):
+    """A shipped-models folder holding one model, `bertlab:tiny-test`."""
+    import shutil
+
+    shipped = tmp_path / "models"
+    shutil.copytree(hub_model_folder, shipped / "tiny-test")
+    (shipped / "not-a-model").mkdir()
+    monkeypatch.setattr(hub, "SHIPPED_DIR", shipped)
+    return shipped
+
+
+def test_a_shipped_model_loads_by_its_short_name(shipped_dir, hub_model_folder, batch):
+    assert hub.resolve("bertlab:tiny-test") == shipped_dir / "tiny-test"
+    assert hub.shipped_models() == ["bertlab:tiny-test"]
+    by_name = BertForPreTraining.from_pretrained("bertlab:tiny-test").eval()
+    by_folder = BertForPreTraining.from_pretrained(hub_model_folder).eval()
+    assert torch.equal(_logits(by_name, batch), _logits(by_folder, batch))
+    assert Tokenizer.from_pretrained("bertlab:tiny-test").tokenize("The Film") == ["the", "film"]
+
+
+@pytest.mark.parametrize(
+    "name", ["bertlab:nope", "bertlab:", "bertlab:not-a-model", "bertlab:../x"]
+)
+def test_an_unknown_shipped_name_says_which_ship(shipped_dir, name):
+    with pytest.raises(
+        FileNotFoundError, match=r"ships with bertlab \(shipped: bertlab:tiny-test\)"
+    ):
+        hub.resolve(name)
