@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from bertlab.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     EXIT_USER_ERROR,
     CommandError,
     add_threads_flag,
@@ -79,11 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        signal.signal(signal.SIGTERM, _stop_as_interrupted)
         set_threads(args.threads)  # every command, before it builds a model
         return int(handler(args) or 0)
-    except KeyboardInterrupt:
-        print("bertlab: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        hint = getattr(interrupt, "hint", "")  # what was kept and how to go on, where known
+        terminated = interrupt.args == (TERMINATED,)
+        how = f"interrupted{' by SIGTERM' if terminated else ''}"
+        print(f"bertlab: {how}{'; ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout went away (`bertlab predict ... | head`): stop quietly, as Unix
         # tools do. stdout now points at nothing, so the interpreter's last flush cannot fail.
@@ -94,6 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"bertlab: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+TERMINATED = "SIGTERM"
+
+
+def _stop_as_interrupted(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler's or `docker stop`'s stop) ends a command as Ctrl-C does: what it
+    writes is completed or removed, and the message says what is kept."""
+    raise KeyboardInterrupt(TERMINATED)
 
 
 if __name__ == "__main__":

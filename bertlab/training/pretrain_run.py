@@ -365,6 +365,7 @@ def run_pretraining(
             machine's memory.
         FileNotFoundError: a missing corpus, tokenizer or model file.
         WriteError: a file could not be written (a full disk); its hint says how to go on.
+        KeyboardInterrupt: interrupted; its `hint` names the checkpoint kept and how to go on.
     """
     out = Path(run.out)
     if out.exists() and not out.is_dir():
@@ -378,12 +379,20 @@ def run_pretraining(
         except WriteError as error:
             error.hint = _how_to_go_on(out, error)
             raise
+        except KeyboardInterrupt as interrupt:  # Ctrl-C (and SIGTERM, which the CLI turns into it)
+            interrupt.hint = _how_to_go_on(out)
+            raise
 
 
-def _how_to_go_on(out: Path, error: WriteError) -> str:
-    """What to do after a failed write: everything complete in `out` is kept."""
-    fix = "make room" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
+def _how_to_go_on(out: Path, error: WriteError | None = None) -> str:
+    """What to do after a failed write (or an interruption, without `error`): everything
+    complete in `out` is kept."""
     latest = checkpointing.latest_checkpoint(out)
+    if error is None:
+        if latest is None:
+            return "no checkpoint was complete: run the same command again to start over"
+        return f"{latest.name} is kept: run the same command with --resume to go on"
+    fix = "make room" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
     if latest is None:
         return f"no checkpoint was complete: {fix}, then run the same command again"
     return f"{latest.name} is kept: {fix}, then run the same command with --resume"

@@ -501,3 +501,72 @@ def test_a_kill_at_any_moment_of_a_checkpoint_leaves_a_loadable_resumable_run(
         assert all(torch.equal(expected[key], actual[key]) for key in expected), where
         assert not [path for path in out.rglob(".*") if ".tmp" in path.name], where
     capsys.readouterr()
+
+
+# --- Ctrl-C and SIGTERM: an orderly stop that says what is kept --------------------------------
+
+
+def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(
+    pretrain_files, tmp_path, capsys, monkeypatch
+) -> None:
+    """Ctrl-C printed `bertlab: interrupted` only."""
+    from bertlab.training import loop
+
+    step = loop._Run._step
+
+    def interrupted_at_step_5(self, *args, **kwargs):
+        if self.progress.step == 4:
+            raise KeyboardInterrupt
+        return step(self, *args, **kwargs)
+
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "6", "--checkpoint-every", "2")
+    with monkeypatch.context() as patch:
+        patch.setattr(loop._Run, "_step", interrupted_at_step_5)
+        assert main(args) == 130
+    stderr = capsys.readouterr().err
+    assert stderr.strip().splitlines()[-1] == (
+        "bertlab: interrupted; step-000004 is kept: run the same command with --resume to go on"
+    )
+    assert main([*args, "--resume"]) == 0
+    assert (out / "final" / "model.safetensors").is_file()
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_to_start_over(
+    pretrain_files, tmp_path, capsys, monkeypatch
+) -> None:
+    from bertlab.training import loop
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop._Run, "_step", interrupted)
+    assert main(_args(pretrain_files, tmp_path, tmp_path / "run", "--max-steps", "3")) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "bertlab: interrupted; no checkpoint was complete: run the same command again to start over"
+    )
+
+
+def test_sigterm_stops_in_order_and_says_what_is_kept(pretrain_files, tmp_path, cli_env) -> None:
+    """SIGTERM (a scheduler's, `docker stop`'s) ended the process at once, without a message,
+    and once left a temporary curves file behind."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "100000", "--checkpoint-every", "2")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bertlab", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    deadline = time.monotonic() + 120
+    while not checkpointing.list_checkpoints(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert checkpointing.list_checkpoints(out), "no checkpoint in time"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("bertlab: interrupted by SIGTERM; step-")
+    assert last.endswith(" is kept: run the same command with --resume to go on")
+    assert not [path for path in out.rglob(".*") if ".tmp" in path.name]
