@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -57,8 +58,8 @@ MODELS = (
         corpus=("corpus_reviews_en/imdb_reviews.txt.gz",),
         budget_minutes=60,
         description="BERT-mini (4 layers of 256) pre-trained for an hour on 2 CPU cores on the "
-        "100,000 IMDB movie reviews: the README's hour that fine-tunes SST-2 3.6 points above "
-        "the same model from scratch",
+        "100,000 IMDB movie reviews, with the recipe of the README's hour (whose run fine-tuned "
+        "SST-2 3.6 points above the same model from scratch)",
         license="The IMDB Large Movie Review Dataset (Maas et al. 2011, 'Learning Word Vectors "
         "for Sentiment Analysis', ACL) states no license; its README asks users to cite the "
         "paper; research use. The model's weights are released under bertlab's Apache-2.0.",
@@ -122,6 +123,7 @@ def ship(model: ShippedModel, final: Path) -> Path:
             for key, value in weights.items()
         }
         save_file(half, directory / WEIGHTS, metadata={"format": "pt"})
+        (directory / WEIGHTS).chmod(0o644)  # as bertlab.atomic writes every file
         card = (final / CARD_NAME).read_text(encoding="utf-8")
         (directory / CARD_NAME).write_text(card + shipping_note(model, final), encoding="utf-8")
     return target
@@ -130,6 +132,8 @@ def ship(model: ShippedModel, final: Path) -> Path:
 def shipping_note(model: ShippedModel, final: Path) -> str:
     plan = final.parent / "budget_plan.json"
     device = json.loads(plan.read_text(encoding="utf-8"))["device"] if plan.is_file() else "CPU"
+    if device == "CPU":
+        device = f"CPU ({processor()})"
     name = f"{SHIPPED_PREFIX}{model.name}"
     return f"""
 ## Shipped with bertlab as `{name}`
@@ -154,6 +158,21 @@ and copies `runs/models/{model.name}/final` here. A time budget depends on the m
 
 {model.license}
 """
+
+
+def processor() -> str:
+    """The CPU's model name and core count, e.g. "AMD EPYC, 2 cores"."""
+    names = (
+        [
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+            if line.startswith("model name")
+        ]
+        if Path("/proc/cpuinfo").is_file()
+        else []
+    )
+    cores = os.cpu_count() or 0
+    return f"{names[0] if names else 'unknown'}, {cores} cores"
 
 
 def main() -> int:

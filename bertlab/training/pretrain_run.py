@@ -589,6 +589,8 @@ def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: 
         recipe["replaced-token detection weight"] = electra.rtd_weight
     if run.budget is not None:
         recipe = {"budget recipe": f"{run.budget / 60:g} min: {run.describe()}"} | recipe
+        if run.plan is not None:
+            recipe["budget recipe planned"] = "; ".join(run.plan.lines())
     return recipe
 
 
