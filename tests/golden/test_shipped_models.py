@@ -23,8 +23,8 @@ MAX_BYTES = 15_000_000  # "about 10 MB" each: BERT-mini in fp16 is 11 MB
 REVIEW_WORDS = {"great", "good", "bad", "awful", "terrible", "horrible", "excellent", "boring"}
 
 
-def test_the_english_model_ships() -> None:
-    assert "bertlab:mini-reviews-en" in SHIPPED
+def test_the_english_and_chinese_models_ship() -> None:
+    assert {"bertlab:mini-reviews-en", "bertlab:mini-reviews-zh"} <= set(SHIPPED)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
