@@ -3,11 +3,14 @@
 The situation of most users: a pile of unlabeled text from their domain and a few labels. The demo
 (1) trains a WordPiece vocabulary on unlabeled movie reviews (English; hotel, laptop and book
 reviews in Chinese), (2) pre-trains a small BERT on them with the budget recipe for `--minutes`,
-(3) fills in masked words with it, (4) trains word2vec vectors on the same reviews, the pre-2018
-way to transfer, (5) fine-tunes three models of the same shape on a few labelled sentences of a
-sentiment task, several seeds each: the pre-trained BERT, a random encoder whose embeddings start
-from the word vectors, and a random encoder from scratch, (6) draws one sentence's attention,
-and writes a report with the figures. `docs/demo.md` says what it measured.
+(3) fills in masked words with it and with the model that ships with bertlab (pre-trained for
+much longer on the same kind of text), (4) trains word2vec vectors on the same reviews, the
+pre-2018 way to transfer, (5) fine-tunes three models of the same shape on a few labelled
+sentences of a sentiment task, several seeds each: the pre-trained BERT, a random encoder whose
+embeddings start from the word vectors, and a random encoder from scratch, (6) fine-tunes the
+shipped model the same way, and a random twin of its own shape and vocabulary when that differs
+from the demo's, (7) draws one sentence's attention, and writes a report with the figures.
+`docs/demo.md` says what it measured.
 
 Everything the report says comes from OUT/results.json, which this run writes.
 """
@@ -15,13 +18,34 @@ Everything the report says comes from OUT/results.json, which this run writes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab import hub
+from bertlab.apps.demo_config import (
+    BASELINES,
+    DATA_DIR,
+    DEFAULT_MINUTES,
+    DEFAULT_OUT,
+    DEFAULT_SEEDS,
+    DEV_FRACTION,
+    EVAL_EXAMPLES,
+    NEIGHBOURS,
+    PRETRAINED,
+    RECIPES,
+    SCRATCH,
+    SHIPPED,
+    SHIPPED_SCRATCH,
+    TOP_K,
+    WORD_VECTORS,
+    DemoRecipe,
+)
 from bertlab.apps.demo_report import results_table, run_name, write_report
 from bertlab.apps.flows import (
     ONE_CLASS,
@@ -44,97 +68,20 @@ from bertlab.inspection import (
     load_for_fill_mask,
     plot_attention,
 )
-from bertlab.task_families import make_task
+from bertlab.task_families import Task, make_task
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.training.budget import BudgetRecipe, budget_recipe
-from bertlab.training.finetune import read_task_data
+from bertlab.training.budget_plan import PLAN_FILE
+from bertlab.training.finetune import TaskData, read_task_data
 from bertlab.training.loop import held_out_split
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 from bertlab.training.word_vectors import WordVectorConfig, train_word_vectors
 
+__all__ = ["DATA_DIR", "DEFAULT_MINUTES", "DEFAULT_OUT", "DEFAULT_SEEDS", "RECIPES", "run_demo"]
+
 logger = logging.getLogger(__name__)
-
-DATA_DIR = Path(__file__).resolve().parents[1] / "demo_data"
-DEFAULT_OUT = Path("runs") / "demo"
-DEFAULT_MINUTES = 3.0  # of pre-training: the whole demo stays within 8 minutes on 2 cores
-DEFAULT_SEEDS = (1, 2, 3, 4, 5)
-DEV_FRACTION = 0.1  # of the labelled sentences, held out to pick the best epoch
-EVAL_EXAMPLES = 256  # held-out sequences of pre-training
-NEIGHBOURS = 5  # word-vector neighbours shown per word
-TOP_K = 5  # fill-mask candidates shown per sentence
-PRETRAINED, WORD_VECTORS, SCRATCH = "pre-trained", "word vectors", "from scratch"
-MODELS = (PRETRAINED, WORD_VECTORS, SCRATCH)  # the rows of the report, as it names them
-
-
-@dataclass(frozen=True)
-class DemoRecipe:
-    """What the demo runs on and with, for one language.
-
-    Pre-training follows the budget recipe for the demo's minutes (`bertlab.training.budget`:
-    packed masked LM at its masking rate, sinusoidal positions, no dropout, one-cycle at its peak
-    rate); the shape is BERT-Tiny's (Turc et al. 2019), the recipe's below half an hour.
-    """
-
-    lang: str
-    corpus: str  # unlabeled in-domain text in demo_data/
-    task: str
-    train_file: str
-    test_file: str
-    example_sentence: str
-    fill_mask_sentences: tuple[str, ...]
-    neighbour_words: tuple[str, ...]
-    finetune_max_seq_length: int
-    vocab_size: int = BudgetRecipe.vocab_size
-    num_hidden_layers: int = 2
-    hidden_size: int = 128
-    num_attention_heads: int = 2
-    intermediate_size: int = 512
-    max_seq_length: int = BudgetRecipe.max_seq_length
-    finetune_learning_rate: float = 1e-3  # measured: 2e-4 x 3 epochs stayed at the majority
-    finetune_epochs: int = 4
-    finetune_batch_size: int = 32
-
-
-RECIPES = {
-    "en": DemoRecipe(
-        lang="en",
-        corpus="imdb_reviews_slice.txt.gz",
-        task="sst2",
-        train_file="sst2_train.tsv",
-        test_file="sst2_test.tsv",
-        example_sentence="The unbelievably charming film was shot in Kathmandu.",
-        fill_mask_sentences=(
-            "The movie was [MASK].",
-            "I have never seen such a [MASK] film.",
-            "The acting was [MASK] and the plot made no sense.",
-            "This is one of the best [MASK] I have ever seen.",
-            "The music was beautiful and the [MASK] was great.",
-        ),
-        neighbour_words=("great", "terrible", "boring", "actor", "funny"),
-        finetune_max_seq_length=64,
-    ),
-    "zh": DemoRecipe(
-        lang="zh",
-        corpus="chnsenticorp_unlabeled.txt.gz",
-        task="chnsenticorp",
-        train_file="chnsenticorp_train.tsv",
-        test_file="chnsenticorp_test.tsv",
-        example_sentence="这家酒店的服务非常周到，房间也很干净。",
-        fill_mask_sentences=(
-            "这家酒店的服务很[MASK]。",
-            "房间很干净，价格也很便[MASK]。",
-            "这本书写得太[MASK]了。",
-            "电脑的[MASK]量很好，运行速度也快。",
-            "我再也不会住这家[MASK]店了。",
-        ),
-        neighbour_words=("好", "差", "脏", "书", "贵"),
-        # Reviews of 75 characters (median), a quarter over 156: 96 keeps most of them whole
-        # and the 15 fine-tuning runs within the demo's 8 minutes.
-        finetune_max_seq_length=96,
-    ),
-}
 
 
 @dataclass
@@ -147,26 +94,37 @@ class DemoResult:
     pretrain: dict[str, Any]
     fill_mask: list[dict[str, Any]]
     word_vectors: dict[str, Any]
+    shipped: dict[str, Any]  # the shipped model: `_describe_shipped`
     seeds: tuple[int, ...]
-    scores: dict[str, list[float]]  # MODELS -> the test accuracy of each seed
+    # a row -> the test accuracy of each seed, for the first len(...) of `seeds`
+    scores: dict[str, list[float]]
     timings: dict[str, float]
-    one_class: dict[str, list[dict[str, Any]]]  # MODELS -> `flows.one_class_seeds`
+    one_class: dict[str, list[dict[str, Any]]]  # a row -> `flows.one_class_seeds`
 
-    def comparisons(self) -> dict[str, dict[str, Any]]:
-        """Each model against scratch: the medians' gap, the larger spread, the paired seeds."""
-        scratch = self.scores[SCRATCH]
-        found = {}
-        for name in (PRETRAINED, WORD_VECTORS):
-            comparison = compare(scratch, self.scores[name])
-            wins, losses, p_value = sign_test(scratch, self.scores[name])
-            found[name] = {
-                "margin": comparison.margin,
-                "spread": comparison.spread,
-                "beats_scratch": comparison.wins,
-                "paired_wins": wins,
-                "paired_losses": losses,
-                "sign_test_p": p_value,
-            }
+    def comparisons(self) -> list[dict[str, Any]]:
+        """Each row against the scratch rows of `BASELINES` that ran, over the seeds both have:
+        the medians' gap, the larger spread (`flows.compare`) and the paired seeds
+        (`flows.sign_test`)."""
+        found = []
+        for name, baselines in BASELINES.items():
+            for baseline in (b for b in baselines if b in self.scores):
+                common = min(len(self.scores[name]), len(self.scores[baseline]))
+                scores, scratch = self.scores[name][:common], self.scores[baseline][:common]
+                comparison = compare(scratch, scores)
+                wins, losses, p_value = sign_test(scratch, scores)
+                found.append(
+                    {
+                        "model": name,
+                        "baseline": baseline,
+                        "seeds": common,
+                        "margin": comparison.margin,
+                        "spread": comparison.spread,
+                        "beats_scratch": comparison.wins,
+                        "paired_wins": wins,
+                        "paired_losses": losses,
+                        "sign_test_p": p_value,
+                    }
+                )
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -178,6 +136,7 @@ class DemoResult:
             "pretrain": self.pretrain,
             "fill_mask": self.fill_mask,
             "word_vectors": self.word_vectors,
+            "shipped": self.shipped,
             "scores": self.scores,
             ONE_CLASS: {self.recipe.task: self.one_class},  # as the experiments record it
             "comparisons": self.comparisons(),
@@ -193,14 +152,17 @@ def run_demo(
     show_progress: bool = True,
     say=print,
     recipe: DemoRecipe | None = None,
+    model: str | None = None,
 ) -> DemoResult:
     """Run the steps, printing each as it happens; write OUT/results.json, report.md, figures.
 
-    `recipe` replaces the language's recipe (tests use a tiny one).
+    `recipe` replaces the language's recipe (tests use a tiny one); `model` replaces its shipped
+    model (`bertlab:NAME`, a folder or a Hugging Face Hub id), found before anything runs.
 
     Raises:
-        ValueError: an unknown language, minutes that are not positive, no seeds; another
-            process writes OUT.
+        ValueError: an unknown language, minutes that are not positive, no seeds; a model
+            without a masked-LM head; another process writes OUT.
+        FileNotFoundError: no such shipped model, folder or Hub model.
     """
     if lang not in RECIPES:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(RECIPES)}")
@@ -209,8 +171,25 @@ def run_demo(
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
     recipe = recipe or RECIPES[lang]
+    name = model or recipe.shipped_model
+    shipped = (name, shipped_model_folder(name))
     with holding(Path(out)) as out:  # one process at a time; another is refused with its pid
-        return _demo(recipe, out, minutes, seeds, show_progress, say)
+        return _demo(recipe, out, minutes, seeds, shipped, show_progress, say)
+
+
+def shipped_model_folder(name: str) -> Path:
+    """The folder of the model set beside the demo's own: `hub.resolve`'s, checked to hold a
+    BERT with a masked-LM head (the demo fills in masked words with it).
+
+    Raises:
+        FileNotFoundError: no such shipped model, folder or Hub model (one line, from `hub`).
+        ValueError: a folder without config.json, or a model without a masked-LM head.
+    """
+    folder = hub.resolve(name)
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{name} is not a model: there is no {folder / 'config.json'}")
+    load_for_fill_mask(folder)  # raises, in one line, for a model without a masked-LM head
+    return folder
 
 
 def _demo(
@@ -218,12 +197,14 @@ def _demo(
     out: Path,
     minutes: float,
     seeds: tuple[int, ...],
+    shipped: tuple[str, Path],
     show_progress: bool,
     say,
 ) -> DemoResult:
-    """`run_demo` holding OUT."""
+    """`run_demo` holding OUT; `shipped` is the shipped model's (name, folder)."""
     timings: dict[str, float] = {}
     clock = _Clock(timings)
+    name, shipped_dir = shipped
 
     say(f"\n== 1. A WordPiece vocabulary of {recipe.vocab_size:,} pieces on {recipe.corpus}")
     tokenizer, pieces = _step_tokenizer(recipe, out, show_progress, say)
@@ -233,24 +214,40 @@ def _demo(
     pretrain_summary = _step_pretrain(recipe, tokenizer, minutes, out, show_progress, say)
     clock.lap("pre-training")
 
-    say("\n== 3. Fill-mask with the pre-trained model")
-    predictions = _step_fill_mask(recipe, out / "pretrain" / "final", say)
+    say(f"\n== 3. Fill-mask: the model of step 2, and {name}")
+    predictions = _step_fill_mask(recipe, out / "pretrain" / "final", shipped_dir, say)
 
     say("\n== 4. Word vectors (word2vec, skip-gram) of the same text")
     vectors, neighbours = _step_word_vectors(recipe, tokenizer, out, say)
     clock.lap("word vectors")
 
+    task_data = _task_data(recipe)
+    if (out / "finetune").exists():
+        shutil.rmtree(out / "finetune")  # an earlier demo's runs, of an earlier model
     say(f"\n== 5. Fine-tuning on {recipe.task}: three models of one shape, seeds {seeds}")
-    scores = _step_finetune(recipe, out, vectors, seeds, show_progress, say)
+    train, dev, test = len(task_data[1].train), len(task_data[1].dev), len(task_data[2])
+    say(f"  {train} training, {dev} dev (best epoch), {test} test")
+    rows = _demo_rows(recipe, out, vectors, seeds)
+    scores = _finetune_rows(recipe, task_data, rows, out, show_progress, say)
     clock.lap("fine-tuning")
 
-    say("\n== 6. Attention map")
+    about = _describe_shipped(name, shipped_dir, recipe, out / "pretrain" / "final")
+    rows = _shipped_rows(recipe, out, shipped_dir, about["same_start"], seeds)
+    said = ", ".join(f"{row.name} seeds {row.seeds}" for row in rows)
+    say(f"\n== 6. Fine-tuning {name} ({about['shape']}) the same way: {said}")
+    scores |= _finetune_rows(recipe, task_data, rows, out, show_progress, say)
+    clock.lap("fine-tuning the shipped model")
+
+    say("\n== 7. Attention map")
     _step_attention(recipe, out, say)
     clock.lap("attention")
     timings["total"] = sum(timings.values())
 
     runs = out / "finetune"
-    one_class = {name: one_class_seeds(runs, run_name(name), seeds) for name in MODELS}
+    one_class = {
+        row: one_class_seeds(runs, run_name(row), seeds[: len(values)])
+        for row, values in scores.items()
+    }
     result = DemoResult(
         recipe,
         minutes,
@@ -258,18 +255,24 @@ def _demo(
         pretrain_summary,
         predictions,
         neighbours,
+        about,
         seeds,
         scores,
         timings,
         one_class,
     )
+    _write_results(result, out, say)
+    return result
+
+
+def _write_results(result: DemoResult, out: Path, say) -> None:
+    """OUT/results.json, then the report drawn from it; the table and where the report is."""
     results = result.to_json()
     write_json(out / RESULTS_FILE, results)
     write_report(out)
     for line in results_table(results):
         say(line)
     say(f"\nreport: {out / 'report.md'}")
-    return result
 
 
 class _Clock:
@@ -340,8 +343,10 @@ def _step_pretrain(
     result = run_pretraining(run, show_progress=show_progress, say=lambda line: None)
     records = read_metrics(run_dir / METRICS_FILE)
     first_eval = next((r for r in records if r["kind"] == "eval"), None)
+    plan = json.loads((run_dir / PLAN_FILE).read_text(encoding="utf-8"))
     summary = {
         "recipe": run.describe(),
+        "device": plan["device"],  # "CPU", or the GPU's name
         "steps": result.progress.step,
         "tokens": result.progress.tokens,
         "seconds": result.progress.elapsed,
@@ -349,21 +354,29 @@ def _step_pretrain(
         "first_eval": first_eval or {},
     }
     say(
-        f"  {summary['steps']} steps, {summary['tokens']:,} tokens; held-out MLM accuracy "
+        f"  {summary['steps']} steps, {summary['tokens']:,} tokens on the {summary['device']}; "
+        f"held-out MLM accuracy "
         f"{summary['eval'].get('mlm_accuracy', float('nan')):.1%}, loss "
         f"{summary['eval'].get('mlm_loss', float('nan')):.2f}"
     )
     return summary
 
 
-def _step_fill_mask(recipe: DemoRecipe, model_dir: Path, say) -> list[dict[str, Any]]:
-    model, tokenizer = load_for_fill_mask(model_dir)
+def _step_fill_mask(
+    recipe: DemoRecipe, model_dir: Path, shipped_dir: Path, say
+) -> list[dict[str, Any]]:
+    """Each sentence's top answers: the demo's own model's, and the shipped model's beside."""
+    models = [load_for_fill_mask(model_dir), load_for_fill_mask(shipped_dir)]
     shown = []
     for sentence in recipe.fill_mask_sentences:
-        prediction = fill_mask(model, tokenizer, sentence, top_k=TOP_K)[0]
-        pairs = list(zip(prediction.tokens, prediction.probabilities, strict=True))
-        say(f"  {sentence}\n    " + ", ".join(f"{t} ({p:.1%})" for t, p in pairs))
-        shown.append({"sentence": sentence, "predictions": pairs})
+        answers = []
+        for model, tokenizer in models:
+            prediction = fill_mask(model, tokenizer, sentence, top_k=TOP_K)[0]
+            answers.append(list(zip(prediction.tokens, prediction.probabilities, strict=True)))
+        say(f"  {sentence}")
+        for label, pairs in zip(("this demo's", "shipped"), answers, strict=True):
+            say(f"    {label:>11}: " + ", ".join(f"{t} ({p:.1%})" for t, p in pairs))
+        shown.append({"sentence": sentence, "predictions": answers[0], "shipped": answers[1]})
     return shown
 
 
@@ -402,51 +415,133 @@ def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say)
     return vectors, summary
 
 
-def _step_finetune(
-    recipe: DemoRecipe,
-    out: Path,
-    vectors,
-    seeds: tuple[int, ...],
-    show_progress: bool,
-    say,
-) -> dict[str, list[float]]:
+def _task_data(recipe: DemoRecipe) -> tuple[Task, TaskData, list]:
+    """The task, its training and dev examples, and the held-out test examples."""
     task = make_task(
         recipe.task, data=TaskDataConfig(max_seq_length=recipe.finetune_max_seq_length)
     )
     data = read_task_data(task, DATA_DIR / recipe.train_file, None, dev_fraction=DEV_FRACTION)
-    test = task.read_gold(DATA_DIR / recipe.test_file, data.label_names)
-    say(f"  {len(data.train)} training, {len(data.dev)} dev (best epoch), {len(test)} test")
+    return task, data, task.read_gold(DATA_DIR / recipe.test_file, data.label_names)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of the table: its seeds, and the folder each seed fine-tunes."""
+
+    name: str
+    seeds: tuple[int, ...]
+    source: Callable[[int], Path]  # seed -> a model folder
+
+
+def _demo_rows(recipe: DemoRecipe, out: Path, vectors, seeds: tuple[int, ...]) -> list[_Row]:
+    """The demo's model and its two random twins. The twins start where pre-training started:
+    the recipe's positions, BERT's dropout."""
     pretrained = out / "pretrain" / "final"
     tokenizer = Tokenizer.from_pretrained(pretrained)
-    if (out / "finetune").exists():
-        shutil.rmtree(out / "finetune")  # an earlier demo's runs, of an earlier model
-    # The twins start where pre-training started: the recipe's positions, BERT's dropout.
-    twin_config = model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob)
-    position_init = BudgetRecipe.position_init
-    scores: dict[str, list[float]] = {name: [] for name in MODELS}
-    for seed in seeds:
-        for name in MODELS:
-            source_dir = pretrained
-            if name != PRETRAINED:
-                twin_vectors = vectors if name == WORD_VECTORS else None
-                twin_dir = out / "twins" / run_name(name) / f"seed-{seed}"
-                source_dir = random_twin(
-                    twin_config, tokenizer, seed, position_init, twin_dir, twin_vectors
-                )
+    config = model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob)
+
+    def twin(name: str, twin_vectors) -> Callable[[int], Path]:
+        return lambda seed: random_twin(
+            config,
+            tokenizer,
+            seed,
+            BudgetRecipe.position_init,
+            out / "twins" / run_name(name) / f"seed-{seed}",
+            twin_vectors,
+        )
+
+    return [
+        _Row(PRETRAINED, seeds, lambda seed: pretrained),
+        _Row(WORD_VECTORS, seeds, twin(WORD_VECTORS, vectors)),
+        _Row(SCRATCH, seeds, twin(SCRATCH, None)),
+    ]
+
+
+def _shipped_rows(
+    recipe: DemoRecipe, out: Path, shipped_dir: Path, same_start: bool, seeds: tuple[int, ...]
+) -> list[_Row]:
+    """The shipped model with the first `recipe.shipped_seeds` seeds, and its random twin (its
+    config and vocabulary, the start of the demo's twins) with the first `recipe.twin_seeds`
+    unless it starts as the demo's model does."""
+    rows = [_Row(SHIPPED, seeds[: recipe.shipped_seeds], lambda seed: shipped_dir)]
+    if same_start:  # the demo's scratch row is its twin
+        return rows
+    config = BertConfig.from_json_file(shipped_dir / "config.json")
+    tokenizer = Tokenizer.from_pretrained(shipped_dir)
+    return rows + [
+        _Row(
+            SHIPPED_SCRATCH,
+            seeds[: min(recipe.twin_seeds, recipe.shipped_seeds)],
+            lambda seed: random_twin(
+                config,
+                tokenizer,
+                seed,
+                BudgetRecipe.position_init,
+                out / "twins" / run_name(SHIPPED_SCRATCH) / f"seed-{seed}",
+            ),
+        )
+    ]
+
+
+def _finetune_rows(
+    recipe: DemoRecipe,
+    task_data: tuple[Task, TaskData, list],
+    rows: list[_Row],
+    out: Path,
+    show_progress: bool,
+    say,
+) -> dict[str, list[float]]:
+    """Fine-tune every row's seeds with the recipe's settings; each one's test accuracy."""
+    task, data, test = task_data
+    scores: dict[str, list[float]] = {row.name: [] for row in rows}
+    for seed in dict.fromkeys(seed for row in rows for seed in row.seeds):  # seed by seed
+        for row in (row for row in rows if seed in row.seeds):
             config = FinetuneConfig(
                 learning_rate=recipe.finetune_learning_rate,
                 batch_size=recipe.finetune_batch_size,
                 num_train_epochs=recipe.finetune_epochs,
                 seed=seed,
             )
-            run_dir = seed_dir(out / "finetune", run_name(name), seed)
+            run_dir = seed_dir(out / "finetune", run_name(row.name), seed)
             metrics = finetune_and_test(
-                task, data, test, source_dir, config, run_dir, show_progress, keep_model=True
+                task, data, test, row.source(seed), config, run_dir, show_progress, True
             )
             accuracy = metrics[task.primary_metric]
-            scores[name].append(accuracy)
-            say(f"  seed {seed}, {name:>12}: test {task.primary_metric} {accuracy:.1%}")
+            scores[row.name].append(accuracy)
+            say(f"  seed {seed}, {row.name:>22}: test {task.primary_metric} {accuracy:.1%}")
     return scores
+
+
+def _describe_shipped(
+    name: str, folder: Path, recipe: DemoRecipe, demo_dir: Path
+) -> dict[str, Any]:
+    """What the report says of the shipped model: its name, shape and making, and whether it
+    starts as the demo's model does (same architecture and vocabulary: then the demo's scratch
+    row is its random twin)."""
+    config = BertConfig.from_json_file(folder / "config.json")
+    demo_config = BertConfig.from_json_file(demo_dir / "config.json")
+    vocab = Tokenizer.from_pretrained(folder).get_vocab()
+    same_start = _shape(config) == _shape(demo_config) and vocab == (
+        Tokenizer.from_pretrained(demo_dir).get_vocab()
+    )
+    return {
+        "name": name,
+        "folder": str(folder),
+        "shape": f"{config.num_hidden_layers} layers of {config.hidden_size}, "
+        f"{config.num_attention_heads} heads, {config.vocab_size:,} pieces",
+        "demo_shape": f"{demo_config.num_hidden_layers} layers of {demo_config.hidden_size}, "
+        f"{demo_config.num_attention_heads} heads, {demo_config.vocab_size:,} pieces",
+        "about": recipe.shipped_about if name == recipe.shipped_model else "given with --model",
+        "same_start": same_start,
+    }
+
+
+def _shape(config: BertConfig) -> dict[str, Any]:
+    """The architecture, without the dropout (the twins take BERT's for fine-tuning)."""
+    values = config.to_dict()
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+        values.pop(key, None)
+    return values
 
 
 def _step_attention(recipe: DemoRecipe, out: Path, say) -> None:

@@ -1,16 +1,20 @@
-"""`bertlab demo` end to end with a tiny recipe (the real one takes minutes)."""
+"""`bertlab demo` end to end with a tiny recipe and a stand-in shipped model (the real ones take
+minutes)."""
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
 import json
+import shutil
 import statistics
 from pathlib import Path
 
 import pytest
 
+from bertlab import hub
 from bertlab.apps.demo import DATA_DIR, RECIPES, run_demo
+from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH
 from bertlab.apps.flows import compare, sign_test
 from bertlab.cli import main
 
@@ -23,7 +27,9 @@ TINY = {
     "max_seq_length": 64,
     "finetune_epochs": 1,
 }
-MODELS = ("pre-trained", "word vectors", "from scratch")
+MODELS = ("pre-trained", "word vectors", "from scratch", SHIPPED, SHIPPED_SCRATCH)
+NUM_TRAIN, NUM_TEST = 300, 100  # labelled rows: enough for a run, fast to fine-tune
+SEEDS = (1,)  # one seed of five rows: the pairing of seeds is tested in tests/unit/test_flows.py
 
 
 def _small_corpus(recipe, directory: Path) -> Path:
@@ -35,72 +41,127 @@ def _small_corpus(recipe, directory: Path) -> Path:
     return path
 
 
+def _head(name: str, rows: int, directory: Path) -> str:
+    """The header and first `rows` rows of a labelled demo file, as an absolute path."""
+    lines = (DATA_DIR / name).read_text(encoding="utf-8").splitlines()
+    path = directory / name
+    path.write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _tiny_recipe(lang: str, directory: Path):
+    recipe = RECIPES[lang]
+    return dataclasses.replace(
+        recipe,
+        corpus=str(_small_corpus(recipe, directory)),
+        train_file=_head(recipe.train_file, NUM_TRAIN, directory),
+        test_file=_head(recipe.test_file, NUM_TEST, directory),
+        **TINY,
+    )
+
+
+@pytest.fixture
+def shipped_models(tmp_path, monkeypatch, hub_model_folder) -> Path:
+    """bertlab.hub.SHIPPED_DIR holding the tiny released model as both languages' shipped
+    model: another shape and vocabulary than the demo's."""
+    shipped = tmp_path / "shipped"
+    for lang in RECIPES:
+        name = RECIPES[lang].shipped_model.removeprefix(hub.SHIPPED_PREFIX)
+        shutil.copytree(hub_model_folder, shipped / name)
+    monkeypatch.setattr(hub, "SHIPPED_DIR", shipped)
+    return shipped
+
+
 @pytest.mark.parametrize("lang", ["en", pytest.param("zh", marks=pytest.mark.slow)])
-def test_demo_tells_the_whole_story(tmp_path, lang) -> None:
+def test_demo_tells_the_whole_story(tmp_path, lang, shipped_models) -> None:
     lines: list[str] = []
-    corpus = _small_corpus(RECIPES[lang], tmp_path)
-    recipe = dataclasses.replace(RECIPES[lang], corpus=str(corpus), **TINY)
+    recipe = _tiny_recipe(lang, tmp_path)
     tmp_path = tmp_path / "demo"
-    result = run_demo(tmp_path, 0.1, lang, (1, 2), False, lines.append, recipe)
+    result = run_demo(tmp_path, 0.05, lang, SEEDS, False, lines.append, recipe)
     text = "\n".join(lines)
-    for step in ("== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6."):
+    for step in ("== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6.", "== 7."):
         assert step in text
     assert result.pretrain["steps"] > 0 and result.pretrain["tokens"] > 0
     assert len(result.fill_mask) == len(recipe.fill_mask_sentences)
     assert set(result.scores) == set(MODELS)
     assert all(
-        len(scores) == 2 and all(0 <= s <= 1 for s in scores) for scores in result.scores.values()
+        len(scores) == len(SEEDS) and all(0 <= s <= 1 for s in scores)
+        for scores in result.scores.values()
     )
     # The printed table and results.json agree with each run's own test.json.
     results = json.loads((tmp_path / "results.json").read_text())
+    assert results["shipped"]["name"] == recipe.shipped_model
+    assert not results["shipped"]["same_start"]  # another shape: its own twin was run
     for name in MODELS:
         run_dir = tmp_path / "finetune" / name.replace(" ", "-")
         accuracies = [
-            json.loads((run_dir / f"seed-{s}" / "test.json").read_text())["accuracy"]
-            for s in (1, 2)
+            json.loads((run_dir / f"seed-{s}" / "test.json").read_text())["accuracy"] for s in SEEDS
         ]
         assert results["scores"][name] == accuracies == result.scores[name]
         row = next(line for line in lines if line.startswith(f"| {name} |"))
         assert row.split("|")[2].strip() == f"{statistics.median(accuracies):.1%}"
-    # Each model's verdict against scratch is computed from those scores.
-    for name in ("pre-trained", "word vectors"):
-        found = results["comparisons"][name]
-        expected = compare(results["scores"]["from scratch"], results["scores"][name])
+    # Each row's verdict against its scratch rows is computed from those scores.
+    pairs = [(found["model"], found["baseline"]) for found in results["comparisons"]]
+    assert pairs == [
+        ("pre-trained", "from scratch"),
+        ("word vectors", "from scratch"),
+        (SHIPPED, SHIPPED_SCRATCH),
+        (SHIPPED, "from scratch"),
+    ]
+    for found in results["comparisons"]:
+        scratch, scores = results["scores"][found["baseline"]], results["scores"][found["model"]]
+        expected = compare(scratch, scores)
         assert (found["margin"], found["spread"]) == (expected.margin, expected.spread)
-        wins, losses, p_value = sign_test(
-            results["scores"]["from scratch"], results["scores"][name]
-        )
         assert (found["paired_wins"], found["paired_losses"], found["sign_test_p"]) == (
-            wins,
-            losses,
-            p_value,
+            sign_test(scratch, scores)
         )
     # The pre-training figures were drawn from metrics.jsonl, which holds this run's steps.
     records = [json.loads(line) for line in (tmp_path / "pretrain" / "metrics.jsonl").open()]
     assert max(r["step"] for r in records) == results["pretrain"]["steps"]
     last_eval = [r for r in records if r["kind"] == "eval"][-1]
     assert last_eval["mlm_accuracy"] == results["pretrain"]["eval"]["mlm_accuracy"]
+    assert results["pretrain"]["device"] == "CPU"
     assert results["word_vectors"]["pieces"] > 0
     report = (tmp_path / "report.md").read_text()
     for name in MODELS:
         assert f"| {name} |" in report
+        assert f"- **{name}**: " in report  # what the row shows, in words
+    # Fill-mask: both models' answers, side by side, for every sentence.
+    assert f"| this demo's model (0.05 min) | `{recipe.shipped_model}` |" in report
     for item in results["fill_mask"]:
-        assert f"`{item['sentence']}`" in report
+        first, shipped_first = item["predictions"][0][0], item["shipped"][0][0]
+        assert f"| `{item['sentence']}` | `{first}` " in report
+        assert f"| `{shipped_first}` " in report.split(item["sentence"])[1].splitlines()[0]
     for word, near in results["word_vectors"]["neighbours"].items():
         assert f"- `{word}`: `{near[0][0]}`" in report
-    assert (
-        report.count("beats scratch")
-        + report.count("does not beat")
-        + report.count("no gain is established")
-        == 2
-    )
+    for explanation in (
+        "unigram plateau",
+        "on the CPU",
+        "README.md#does-pre-training-pay-off-on-a-laptop",
+        "docs/budget.md",
+        "word meanings",
+        "what its pre-training gave",
+    ):
+        assert explanation in report
+    if any(results["one_class"][recipe.task].values()):
+        assert "- **one class**: " in report and "Seeds that predicted one class" in report
+    # One verdict per comparison: "- **shipped model** beats ...", "... does not beat ...".
+    for name, count in (("pre-trained", 1), ("word vectors", 1), (SHIPPED, 2)):
+        assert report.count(f"- **{name}** ") == count
     for figure in ("pretraining.png", "finetuning.png", "comparison.png", "attention.png"):
         assert (tmp_path / figure).read_bytes()[:4] == b"\x89PNG"
         assert f"({figure})" in report
 
 
-def test_demo_command_rejects_bad_flags(capsys) -> None:
+def test_demo_command_rejects_bad_flags(capsys, tmp_path, shipped_models) -> None:
+    out = tmp_path / "demo"
     assert main(["demo", "--seeds", "1,x"]) == 1
     assert main(["demo", "--minutes", "0"]) == 1
+    assert main(["demo", "--model", "bertlab:no-such-model", "--out", str(out)]) == 1
+    assert main(["demo", "--model", str(tmp_path / "no-such-folder"), "--out", str(out)]) == 1
     errors = capsys.readouterr().err.strip().splitlines()
-    assert len(errors) == 2 and all(e.startswith("bertlab: error:") for e in errors)
+    assert len(errors) == 4 and all(e.startswith("bertlab: error:") for e in errors)
+    assert "no model bertlab:no-such-model ships with bertlab" in errors[2]
+    assert "bertlab:mini-reviews-en" in errors[2]  # the models that do ship
+    assert "no-such-folder" in errors[3]
+    assert not out.exists()  # refused before anything ran

@@ -1,0 +1,118 @@
+"""What `bertlab demo` runs on and with: the data shipped for each language, the recipe, the
+shipped model it sets beside its own, and the names of the report's rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertlab.training.budget import BudgetRecipe
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "demo_data"
+DEFAULT_OUT = Path("runs") / "demo"
+# Of live pre-training. It ends on the unigram plateau at 1 minute as at 3 (docs/demo.md), and
+# the shipped model's fine-tuning needs the time: the whole demo stays within 8 minutes on 2 cores.
+DEFAULT_MINUTES = 1.0
+DEFAULT_SEEDS = (1, 2, 3, 4, 5)
+DEV_FRACTION = 0.1  # of the labelled sentences, held out to pick the best epoch
+EVAL_EXAMPLES = 256  # held-out sequences of pre-training
+NEIGHBOURS = 5  # word-vector neighbours shown per word
+TOP_K = 5  # fill-mask candidates shown per sentence
+
+# The rows of the report, as it names them (and their folders: `run_name`).
+PRETRAINED, WORD_VECTORS, SCRATCH = "pre-trained", "word vectors", "from scratch"
+SHIPPED, SHIPPED_SCRATCH = "shipped model", "its shape from scratch"
+MODELS = (PRETRAINED, WORD_VECTORS, SCRATCH)  # the demo's own shape
+SHIPPED_MODELS = (SHIPPED, SHIPPED_SCRATCH)  # the shipped model's shape
+# Each row and the scratch rows it is judged against (SHIPPED_SCRATCH when it was run).
+BASELINES = {
+    PRETRAINED: (SCRATCH,),
+    WORD_VECTORS: (SCRATCH,),
+    SHIPPED: (SHIPPED_SCRATCH, SCRATCH),
+}
+
+
+@dataclass(frozen=True)
+class DemoRecipe:
+    """What the demo runs on and with, for one language.
+
+    Pre-training follows the budget recipe for the demo's minutes (`bertlab.training.budget`:
+    packed masked LM at its masking rate, sinusoidal positions, no dropout, one-cycle at its peak
+    rate); the shape is BERT-Tiny's (Turc et al. 2019), the recipe's below half an hour.
+    `shipped_model` is fine-tuned beside it unless `--model` names another.
+    """
+
+    lang: str
+    corpus: str  # unlabeled in-domain text in demo_data/
+    task: str
+    train_file: str
+    test_file: str
+    example_sentence: str
+    fill_mask_sentences: tuple[str, ...]
+    neighbour_words: tuple[str, ...]
+    finetune_max_seq_length: int
+    shipped_model: str  # `bertlab:NAME` (bertlab.hub)
+    shipped_about: str  # how it was made, as its card in bertlab/models/NAME says
+    vocab_size: int = BudgetRecipe.vocab_size
+    num_hidden_layers: int = 2
+    hidden_size: int = 128
+    num_attention_heads: int = 2
+    intermediate_size: int = 512
+    max_seq_length: int = BudgetRecipe.max_seq_length
+    finetune_learning_rate: float = 1e-3  # measured: 2e-4 x 3 epochs stayed at the majority
+    finetune_epochs: int = 4
+    finetune_batch_size: int = 32
+    # The shipped model and its random twin are fine-tuned with the first of the seeds only: a
+    # BERT-mini fine-tuning costs 3.4 (English) to 4.7 (Chinese) of BERT-Tiny's, measured
+    # (docs/demo.md#how-long-it-takes); the twin's seeds are at most the model's.
+    shipped_seeds: int = 5
+    twin_seeds: int = 3
+
+
+RECIPES = {
+    "en": DemoRecipe(
+        lang="en",
+        corpus="imdb_reviews_slice.txt.gz",
+        task="sst2",
+        train_file="sst2_train.tsv",
+        test_file="sst2_test.tsv",
+        example_sentence="The unbelievably charming film was shot in Kathmandu.",
+        fill_mask_sentences=(
+            "The movie was [MASK].",
+            "I have never seen such a [MASK] film.",
+            "The acting was [MASK] and the plot made no sense.",
+            "This is one of the best [MASK] I have ever seen.",
+            "The music was beautiful and the [MASK] was great.",
+        ),
+        neighbour_words=("great", "terrible", "boring", "actor", "funny"),
+        finetune_max_seq_length=64,
+        shipped_model="bertlab:mini-reviews-en",
+        shipped_about="pre-trained with the budget recipe for an hour on 2 CPU cores on all "
+        "100,000 IMDB movie reviews (the demo's slice is 4,571 of them)",
+    ),
+    "zh": DemoRecipe(
+        lang="zh",
+        corpus="chnsenticorp_unlabeled.txt.gz",
+        task="chnsenticorp",
+        train_file="chnsenticorp_train.tsv",
+        test_file="chnsenticorp_test.tsv",
+        example_sentence="这家酒店的服务非常周到，房间也很干净。",
+        fill_mask_sentences=(
+            "这家酒店的服务很[MASK]。",
+            "房间很干净，价格也很便[MASK]。",
+            "这本书写得太[MASK]了。",
+            "电脑的[MASK]量很好，运行速度也快。",
+            "我再也不会住这家[MASK]店了。",
+        ),
+        neighbour_words=("好", "差", "脏", "书", "贵"),
+        # Reviews of 75 characters (median), a quarter over 156: 96 keeps most of them whole
+        # and the fine-tuning runs within the demo's 8 minutes.
+        finetune_max_seq_length=96,
+        shipped_model="bertlab:mini-reviews-zh",
+        shipped_seeds=2,  # the reviews are longer: 53 s a seed against 29 s in English
+        twin_seeds=2,
+        shipped_about="pre-trained with the budget recipe for half an hour on 2 CPU cores on "
+        "samples of Chinese Wikipedia and CLUECorpusSmall and the 8,100 unlabeled ChnSentiCorp "
+        "reviews the demo pre-trains on",
+    ),
+}

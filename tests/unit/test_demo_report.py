@@ -1,0 +1,111 @@
+"""The demo's shipped-model rows and the report's words, on made-up results (the whole demo runs
+in tests/e2e/test_demo.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from bertlab.apps.demo import _describe_shipped, _shipped_rows
+from bertlab.apps.demo_config import (
+    PRETRAINED,
+    RECIPES,
+    SCRATCH,
+    SHIPPED,
+    SHIPPED_SCRATCH,
+    WORD_VECTORS,
+)
+from bertlab.apps.demo_report import _fill_mask_section, _rows_explained
+
+RECIPE = RECIPES["en"]
+
+
+def test_a_shipped_model_of_the_demos_shape_has_the_demos_scratch_as_twin(
+    tmp_path, hub_model_folder
+) -> None:
+    same = _describe_shipped(RECIPE.shipped_model, hub_model_folder, RECIPE, hub_model_folder)
+    assert same["same_start"] and same["about"] == RECIPE.shipped_about
+    assert [
+        row.name for row in _shipped_rows(RECIPE, tmp_path, hub_model_folder, True, (1, 2))
+    ] == [SHIPPED]
+    wider = tmp_path / "wider"
+    shutil.copytree(hub_model_folder, wider)
+    config = json.loads((wider / "config.json").read_text())
+    (wider / "config.json").write_text(json.dumps(config | {"hidden_size": 64}))
+    other = _describe_shipped(str(wider), wider, RECIPE, hub_model_folder)
+    assert not other["same_start"] and other["about"] == "given with --model"
+    assert other["shape"].startswith("2 layers of 64") and other["demo_shape"] != other["shape"]
+    seeds = tuple(range(1, 11))
+    rows = _shipped_rows(RECIPE, tmp_path, wider, False, seeds)
+    assert [(row.name, row.seeds) for row in rows] == [
+        (SHIPPED, seeds[: RECIPE.shipped_seeds]),
+        (SHIPPED_SCRATCH, seeds[: RECIPE.twin_seeds]),
+    ]
+    assert 0 < RECIPE.twin_seeds <= RECIPE.shipped_seeds
+
+
+def _result(one_class: list | None = None) -> dict:
+    shipped = {
+        "name": RECIPE.shipped_model,
+        "shape": "4 layers of 256, 4 heads, 8,000 pieces",
+        "demo_shape": "2 layers of 128, 2 heads, 8,000 pieces",
+        "about": RECIPE.shipped_about,
+        "same_start": False,
+    }
+    frequent = [["the", 0.05], [".", 0.04], [",", 0.03]]
+    return {
+        "recipe": {"task": "sst2"},
+        "minutes": 1.0,
+        "seeds": [1, 2],
+        "pretrain": {
+            "device": "CPU",
+            "tokens": 480_000,
+            "eval": {"mlm_accuracy": 0.105, "mlm_unigram_accuracy": 0.09},
+        },
+        "word_vectors": {"seconds": 27.0},
+        "shipped": shipped,
+        "fill_mask": [
+            {
+                "sentence": "The movie was [MASK].",
+                "predictions": frequent,
+                "shipped": [["great", 0.2], ["good", 0.1], ["the", 0.01]],
+            },
+            {
+                "sentence": "A [MASK] film.",
+                "predictions": frequent[::-1],
+                "shipped": [["good", 0.2], ["bad", 0.1], ["|", 0.01]],
+            },
+        ],
+        "scores": {name: [0.7, 0.71] for name in (PRETRAINED, WORD_VECTORS, SCRATCH, SHIPPED)}
+        | {SHIPPED_SCRATCH: [0.7]},
+        "one_class": {"sst2": {SCRATCH: one_class or []}},
+    }
+
+
+def test_the_report_says_what_each_row_shows(tmp_path: Path) -> None:
+    lines = _rows_explained(_result(), tmp_path)
+    text = "\n".join(lines)
+    assert [line.split("**")[1] for line in lines] == [
+        PRETRAINED,
+        WORD_VECTORS,
+        SCRATCH,
+        SHIPPED,
+        SHIPPED_SCRATCH,
+    ]
+    assert "1 min on the CPU" in text and "on the unigram plateau" in text
+    assert "README.md#does-pre-training-pay-off-on-a-laptop" in text and "budget.md" in text
+    assert "with the first 1 of the 2 seeds" in text
+    assert "one class" not in text
+    collapsed = _rows_explained(_result([{"seed": 2, "label": "1", "share": 0.55}]), tmp_path)
+    assert collapsed[-1].startswith("- **one class**: ")
+
+
+def test_fill_mask_shows_both_models_and_the_plateau(tmp_path: Path) -> None:
+    lines = _fill_mask_section(_result())
+    text = "\n".join(lines)
+    assert f"| sentence | this demo's model (1 min) | `{RECIPE.shipped_model}` |" in text
+    assert "| `The movie was [MASK].` | `the` 5%, `.` 4%, `,` 3% | `great` 20%" in text
+    assert "`\\|` 1%" in text  # a piece that would end the table cell
+    assert "`the`, `.`, `,` are among its top 3 for all 2 sentences" in text
+    assert "have 1 piece in common across the sentences" in text
