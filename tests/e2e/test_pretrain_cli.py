@@ -570,3 +570,26 @@ def test_sigterm_stops_in_order_and_says_what_is_kept(pretrain_files, tmp_path, 
     assert last.startswith("bertlab: interrupted by SIGTERM; step-")
     assert last.endswith(" is kept: run the same command with --resume to go on")
     assert not [path for path in out.rglob(".*") if ".tmp" in path.name]
+
+
+def test_a_command_gives_back_sigterm_and_its_workers_still_die_by_it(pretrain_files, tmp_path):
+    """The command's SIGTERM handler stayed installed after `main` returned, and processes forked
+    later inherited it: a multiprocessing pool, which stops its workers with SIGTERM, then
+    waited for them forever."""
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["tokenizer", "encode", "--tokenizer", str(pretrain_files[0]), "w1 w2"]) == 0
+    assert signal.getsignal(signal.SIGTERM) == before
+    script = (
+        "import multiprocessing, os, signal\n"
+        "from bertlab import cli\n"
+        "signal.signal(signal.SIGTERM, cli._stop_as_interrupted)\n"
+        "cli._STOPPING['pid'] = os.getpid()\n"
+        "with multiprocessing.get_context('fork').Pool(1) as pool:\n"
+        "    assert pool.apply(abs, (-1,)) == 1\n"
+        "print('stopped')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
