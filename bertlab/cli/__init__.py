@@ -11,16 +11,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Sequence
 
 from bertlab.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
     EXIT_USER_ERROR,
     CommandError,
     add_threads_flag,
@@ -81,19 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
-    previous = None
-    if threading.current_thread() is threading.main_thread():  # where Python runs handlers
-        previous = signal.signal(signal.SIGTERM, _stop_as_interrupted)
-        _STOPPING["pid"] = os.getpid()
     try:
         set_threads(args.threads)  # every command, before it builds a model
         return int(handler(args) or 0)
     except KeyboardInterrupt as interrupt:
         hint = getattr(interrupt, "hint", "")  # what was kept and how to go on, where known
-        terminated = interrupt.args == (TERMINATED,)
-        how = f"interrupted{' by SIGTERM' if terminated else ''}"
-        print(f"bertlab: {how}{'; ' + hint if hint else ''}", file=sys.stderr)
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        print(f"bertlab: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout went away (`bertlab predict ... | head`): stop quietly, as Unix
         # tools do. stdout now points at nothing, so the interpreter's last flush cannot fail.
@@ -104,25 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"bertlab: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-TERMINATED = "SIGTERM"
-_STOPPING = {"pid": 0}  # the process whose SIGTERM becomes an interruption
-
-
-def _stop_as_interrupted(signum: int, frame: object) -> None:
-    """SIGTERM (a scheduler's or `docker stop`'s stop) ends a command as Ctrl-C does: what it
-    writes is completed or removed, and the message says what is kept. A process forked from
-    the command (a pool's or a data loader's worker, which inherits this handler) ends as
-    SIGTERM ends it by default: a pool stops its workers with SIGTERM."""
-    if os.getpid() != _STOPPING["pid"]:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    raise KeyboardInterrupt(TERMINATED)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import argparse
 
 EXIT_USER_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (Ctrl-C)
-EXIT_TERMINATED = 143  # 128 + SIGTERM (a scheduler's or `docker stop`'s stop)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`'s writer
 
 
