@@ -158,6 +158,29 @@ def pretrain(
     return run.train(show_progress)
 
 
+def training_stream(
+    corpus: TokenizedCorpus,
+    special: SpecialIds,
+    vocab_size: int,
+    data_config: PretrainDataConfig,
+    config: PretrainConfig,
+    context: DistributedContext = SINGLE_PROCESS,
+) -> StreamSpec:
+    """The batch stream a run trains on: the corpus's documents before the held-out ones."""
+    num_train, _ = held_out_split(corpus.num_documents, config.eval_examples)
+    return StreamSpec(
+        corpus.directory,
+        (0, num_train),
+        data_config,
+        special,
+        vocab_size,
+        config.seed,
+        config.micro_batch_size,
+        context.rank,
+        context.world_size,
+    )
+
+
 class _Run:
     """The state of one pre-training run and the steps of its loop."""
 
@@ -188,16 +211,8 @@ class _Run:
         self.unigram: float | None = None  # the held-out batches' unigram level, set by `train`
         num_train, num_held_out = held_out_split(corpus.num_documents, config.eval_examples)
         special = SpecialIds.from_vocab(tokenizer.get_vocab())
-        self.spec = StreamSpec(
-            corpus.directory,
-            (0, num_train),
-            data_config,
-            special,
-            model.config.vocab_size,
-            config.seed,
-            config.micro_batch_size,
-            context.rank,
-            context.world_size,
+        self.spec = training_stream(
+            corpus, special, model.config.vocab_size, data_config, config, context
         )
         self.eval_spec = None
         if num_held_out:

@@ -47,7 +47,6 @@ from bertlab.data.corpus import (
 from bertlab.data.corpus_encode import sniff_lang
 from bertlab.data.preflight import PreflightReport
 from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import StreamSpec
 from bertlab.electra import ElectraForPreTraining
 from bertlab.model_card import ModelCard, write_model_card
 from bertlab.modeling import BertForPreTraining
@@ -71,7 +70,13 @@ from bertlab.training.budget_plan import (
     save_plan,
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
-from bertlab.training.loop import FINAL_DIR, PretrainResult, held_out_split, pretrain
+from bertlab.training.loop import (
+    FINAL_DIR,
+    PretrainResult,
+    held_out_split,
+    pretrain,
+    training_stream,
+)
 from bertlab.training.pretrain_stats import (
     PLATEAU_DOCS,
     near_chance_warning,
@@ -611,16 +616,8 @@ def _plan(
     plan = load_plan(out, run.budget, size, device_name)
     if plan is None and context.is_main:
         loop = run.loop_config()
-        num_train, _ = held_out_split(corpus.num_documents, loop.eval_examples)
-        spec = StreamSpec(
-            corpus.directory,
-            (0, num_train),
-            run.data_config(),
-            SpecialIds.from_vocab(tokenizer.get_vocab()),
-            tokenizer.vocab_size,
-            loop.seed,
-            loop.micro_batch_size,
-        )
+        special = SpecialIds.from_vocab(tokenizer.get_vocab())
+        spec = training_stream(corpus, special, tokenizer.vocab_size, run.data_config(), loop)
         plan = plan_budget(run.budget, device, size, spec, loop.precision)
         save_plan(out, plan)
     barrier(context)
