@@ -49,13 +49,21 @@ def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
     predict = subparsers.add_parser(
         "predict",
         help="write a fine-tuned model's predictions for a file",
-        description="Predictions as JSON Lines ({index, id, prediction}); SQuAD-style tasks: the "
-        "official {question_id: answer_text} JSON; tagging: the input columns plus a predicted "
-        "tag column.",
+        description="Predictions as JSON Lines ({index, id, prediction}; classification adds "
+        "label_name where the task names its labels, e.g. SST-2's negative/positive, and "
+        "probabilities, every label's); SQuAD-style tasks: the official "
+        "{question_id: answer_text} JSON; tagging: the input columns plus a predicted tag column. "
+        "More: docs/finetuning.md#prediction-files",
     )
     _add_model_data_flags(predict)
     predict.add_argument(
         "--output", required=True, help="the predictions file to write (-: standard output)"
+    )
+    predict.add_argument(
+        "--with-text",
+        action="store_true",
+        help="write each example's text beside its prediction (JSON Lines predictions: "
+        "classification and multiple choice)",
     )
     predict.set_defaults(handler=run_predict)
     score = subparsers.add_parser(
@@ -582,7 +590,7 @@ def run_predict(args: argparse.Namespace) -> int:
     import sys
 
     from bertlab.cli.streams import STDOUT, output_path
-    from bertlab.task_families import run_task
+    from bertlab.task_families import predict_task
 
     output = output_path(args.output)
     if output.is_dir():
@@ -590,10 +598,19 @@ def run_predict(args: argparse.Namespace) -> int:
     task, model, tokenizer, precision = _load(args)
     with _input(args) as data:
         examples = task.read_inputs(data)
-        predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
-        task.write(predictions, examples, data, output)
-    report = sys.stderr if output == STDOUT else sys.stdout  # stdout holds the predictions
-    print(f"wrote {len(examples)} predictions to {args.output}", file=report)
+        if args.with_text and examples and task.text_fields(examples[0]) is None:
+            raise CommandError(
+                f"--with-text: the predictions file of {task.name} (a {task.spec.family} task) "
+                "has no place for the text; classification and multiple-choice files have"
+            )
+        predictions, details = predict_task(
+            task, model, tokenizer, examples, args.batch_size, precision, args.with_text
+        )
+        task.write(predictions, examples, data, output, details)
+    # stdout holds the predictions when they go there: the summary goes to stderr then
+    report = sys.stderr if output == STDOUT else sys.stdout
+    where = "standard output" if output == STDOUT else args.output
+    print(f"wrote {len(examples)} predictions to {where}", file=report)
     return 0
 
 

@@ -17,6 +17,7 @@ from bertlab.task_families.base import (
     Predictions,
     Task,
     predict_rows,
+    predict_task,
     read_task_file,
     run_task,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Task",
     "make_task",
     "predict_rows",
+    "predict_task",
     "read_task_file",
     "read_token_lines",
     "run_task",

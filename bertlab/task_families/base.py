@@ -5,12 +5,14 @@ how to encode examples, how to turn the model's outputs into predictions in the 
 (label strings or scores, one tag per input word, answer texts, choice indices), how to score them
 with the official metrics and how to write a predictions file that `bertlab score` reads back:
 
-- classification and multiple choice: JSON Lines `{"index": i, "id": ..., "prediction": p}`;
+- classification and multiple choice: JSON Lines `{"index": i, "id": ..., "prediction": p}`,
+  with what the family adds beside the prediction (`Task.details`: a label's name and every
+  label's probability) and, when asked for, the example's text (`Task.text_fields`);
 - tagging: the input file's columns with the predicted tag appended (conlleval layout);
 - question answering: the official SQuAD `{question_id: answer_text}` JSON.
 
 `predict_rows` runs any head over features in longest-first batches (dynamic padding);
-`run_task` encodes, runs and decodes in one call.
+`run_task` encodes, runs and decodes in one call; `predict_task` also returns the details.
 """
 
 # Shapes: B batch, L sequence length, C labels, K choices; F features.
@@ -203,6 +205,19 @@ class Task:
     ) -> Predictions:
         raise NotImplementedError
 
+    def details(
+        self, predictions: Predictions, rows: Sequence[np.ndarray], id2label: dict[int, str] | None
+    ) -> list[dict[str, Any]] | None:
+        """Per example, what its predictions file says beside the prediction (classification:
+        the label's name and every label's probability); None for a family that adds nothing."""
+        return None
+
+    def text_fields(self, example: Any) -> dict[str, Any] | None:
+        """The example's text as a JSON Lines predictions file shows it (`predict --with-text`);
+        None for a family whose predictions file has no place for it (tagging files hold their
+        text already; SQuAD's official file maps ids to answers)."""
+        return None
+
     def score(self, predictions: Predictions, examples: Sequence) -> dict[str, float]:
         golds = [example.label for example in examples]
         if any(gold is None for gold in golds):
@@ -218,14 +233,22 @@ class Task:
         return None
 
     def write(
-        self, predictions: Predictions, examples: Sequence, source: Path, out: Path | str
+        self,
+        predictions: Predictions,
+        examples: Sequence,
+        source: Path,
+        out: Path | str,
+        details: Sequence[dict[str, Any]] | None = None,
     ) -> None:
+        """Write the predictions file; `details`: per example, fields written after the
+        prediction (`details`, `text_fields`)."""
         records = []
         for index, (example, prediction) in enumerate(zip(examples, predictions, strict=True)):
             record: dict[str, Any] = {"index": index}
             if example.example_id is not None:
                 record["id"] = example.example_id
-            records.append(record | {"prediction": prediction})
+            record["prediction"] = prediction
+            records.append(record | (details[index] if details is not None else {}))
         write_text(out, _jsonl(records))
 
     def to_json(self) -> dict[str, Any]:
@@ -258,3 +281,34 @@ def run_task(
         features = task.encode(examples, tokenizer, None, with_labels=False)
     rows = predict_rows(model, features, batch_size, precision, task.reduce)
     return task.decode(features, rows, examples, getattr(model, "id2label", None))
+
+
+def predict_task(
+    task: Task,
+    model: BertForTask,
+    tokenizer: Tokenizer,
+    examples: Sequence,
+    batch_size: int,
+    precision: str,
+    with_text: bool = False,
+) -> tuple[Predictions, list[dict[str, Any]] | None]:
+    """`run_task`'s predictions and, per example, what a predictions file shows beside each
+    (`Task.details`, and with `with_text` the example's text, `Task.text_fields`).
+
+    Raises:
+        ValueError: `with_text` for a family whose predictions file has no place for the text.
+    """
+    if with_text and examples and task.text_fields(examples[0]) is None:
+        raise ValueError(f"the predictions file of a {task.spec.family} task has no text field")
+    features = task.encode(examples, tokenizer, None, with_labels=False)
+    rows = predict_rows(model, features, batch_size, precision, task.reduce)
+    id2label = getattr(model, "id2label", None)
+    predictions = task.decode(features, rows, examples, id2label)
+    details = task.details(predictions, rows, id2label)
+    if with_text:
+        details = details or [{} for _ in examples]
+        details = [
+            detail | task.text_fields(example)
+            for detail, example in zip(details, examples, strict=True)
+        ]
+    return predictions, details

@@ -8,8 +8,10 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 
 from bertlab.config import BertConfig
 from bertlab.data.tasks.classification import label_set, read_classification, read_glue
@@ -104,6 +106,47 @@ class ClassificationTask(Task):
         if self.is_regression:
             return [float(row[0]) for row in rows]
         return [id2label[int(row.argmax())] for row in rows]
+
+    def probabilities(
+        self, rows: Sequence[np.ndarray], id2label: dict[int, str]
+    ) -> list[dict[str, float]]:
+        """Every label's probability, the softmax of the head's logits, per example.
+
+        Args:
+            rows: per example, the head's logits, (C,) float32.
+            id2label: the head's labels by id.
+
+        Returns:
+            Per example, {label: probability} in label id order.
+        """
+        if not rows:
+            return []
+        probabilities = torch.from_numpy(np.stack(rows)).softmax(-1).tolist()  # (B, C)
+        labels = [id2label[index] for index in range(len(id2label))]
+        return [dict(zip(labels, row, strict=True)) for row in probabilities]
+
+    def label_name(self, label: str) -> str | None:
+        """The name the task gives `label` (SST-2: "1" -> "positive"); None when unnamed."""
+        return self.spec.label_name(label)
+
+    def details(
+        self, predictions: Predictions, rows: Sequence[np.ndarray], id2label: dict[int, str] | None
+    ) -> list[dict[str, Any]] | None:
+        if self.is_regression:
+            return None
+        details = []
+        for label, probabilities in zip(
+            predictions, self.probabilities(rows, id2label), strict=True
+        ):
+            name = self.label_name(label)
+            detail: dict[str, Any] = {} if name is None else {"label_name": name}
+            details.append(detail | {"probabilities": probabilities})
+        return details
+
+    def text_fields(self, example: Any) -> dict[str, Any] | None:
+        if example.text_b is None:
+            return {"text": example.text_a}
+        return {"text": example.text_a, "text_pair": example.text_b}
 
     def classes(
         self, predictions: Predictions, examples: Sequence

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,3 +40,10 @@ class MultipleChoiceTask(Task):
         id2label: dict[int, str] | None,
     ) -> Predictions:
         return [int(row.argmax()) for row in rows]
+
+    def text_fields(self, example: Any) -> dict[str, Any] | None:
+        return {
+            "context": example.context,
+            "start": example.start,
+            "choices": list(example.endings),
+        }

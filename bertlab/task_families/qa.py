@@ -66,6 +66,11 @@ class QuestionAnsweringTask(Task):
         return METRIC_SETS[self.spec.metrics](predictions, gold_answers(examples))
 
     def write(
-        self, predictions: Predictions, examples: Sequence, source: Path, out: Path | str
+        self,
+        predictions: Predictions,
+        examples: Sequence,
+        source: Path,
+        out: Path | str,
+        details: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         write_text(out, json.dumps(predictions, ensure_ascii=False, indent=1) + "\n")

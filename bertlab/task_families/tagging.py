@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,12 @@ class TaggingTask(Task):
         return predicted, [tag for sentence in examples for tag in sentence.tags]
 
     def write(
-        self, predictions: Predictions, examples: Sequence, source: Path, out: Path | str
+        self,
+        predictions: Predictions,
+        examples: Sequence,
+        source: Path,
+        out: Path | str,
+        details: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         """The source file's lines with the predicted tag appended to each token line."""
         tags = iter(tag for sentence in predictions for tag in sentence)

@@ -468,7 +468,8 @@ def test_predict_reads_stdin_and_writes_stdout_through_a_pipe(tmp_path, review_m
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [record["id"] for record in records] == ["u1", "u2"]
-    assert "wrote 2 predictions to -" in result.stderr
+    assert "wrote 2 predictions to standard output" in result.stderr
+    assert result.stdout.count("wrote") == 0  # the summary is not among the predictions
 
 
 def test_predict_to_dev_stdout_writes_the_redirected_file_in_place(tmp_path, review_model):
@@ -594,3 +595,43 @@ def test_finetune_refuses_zero_epochs_instead_of_running_the_default(tmp_path, c
     )
     assert_one_line_error(code, stderr, "num_train_epochs must be a positive integer, got 0")
     assert not (out / "best").exists()
+
+
+def test_predict_writes_the_label_its_name_every_probability_and_the_text(
+    tmp_path, capsys, task_vocab
+):
+    """`predict` wrote only {"index": 0, "prediction": "1"}: no probabilities, no text, and
+    CoLA's or SST-2's labels as "0"/"1" (issue 51, item 5)."""
+    data = TASK_DATA / "cola_style.tsv"
+    out = tmp_path / "run"
+    code, _, stderr = finetune(capsys, task_vocab, out, "cola", data)
+    assert code == 0, stderr
+    predictions = tmp_path / "predictions.jsonl"
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", "cola", "--model", out / "best", "--data", data,
+        "--output", predictions, "--with-text",
+    )  # fmt: skip
+    assert code == 0, stderr
+    records = [json.loads(line) for line in predictions.read_text().splitlines()]
+    texts = [line.split("\t")[3] for line in data.read_text().splitlines()]
+    assert len(records) == len(texts)
+    names = {"0": "unacceptable", "1": "acceptable"}  # CoLA's
+    for record, text in zip(records, texts, strict=True):
+        assert list(record) == ["index", "prediction", "label_name", "probabilities", "text"]
+        probabilities = record["probabilities"]
+        assert list(probabilities) == ["0", "1"]
+        assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+        assert max(probabilities, key=probabilities.get) == record["prediction"]
+        assert record["label_name"] == names[record["prediction"]]
+        assert record["text"] == text
+    code, stdout, stderr = run_cli(
+        capsys, "score", "--task", "cola", "--data", data, "--predictions", predictions
+    )
+    assert code == 0, stderr
+
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", "cola", "--model", out / "best", "--data", data,
+        "--output", predictions,
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "text" not in json.loads(predictions.read_text().splitlines()[0])

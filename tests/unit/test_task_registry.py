@@ -16,7 +16,7 @@ import pytest
 from bertlab.apps.transfer_data import ROWS, TransferTask, task_splits
 from bertlab.cli import build_parser, main
 from bertlab.data.tasks import registry
-from bertlab.data.tasks.classification import Example
+from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.files import existing_file, require_examples
 from bertlab.data.tasks.registry import TASKS, TaskSpec, task_names
 from bertlab.task_families import ClassificationTask, TaggingTask, make_task
@@ -136,3 +136,18 @@ def test_a_new_task_is_one_declaration_plus_its_reader(
 def test_a_declaration_with_an_unknown_family_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown family 'ranking'"):
         TaskSpec("x", "ranking", read_reviews, None, "accuracy", "x")
+
+
+def test_named_labels_have_one_name_each_where_the_dataset_names_them() -> None:
+    """Predictions, the server and its page show SST-2's "1" as positive (issue 51, item 5)."""
+    assert TASKS["sst2"].label_name("1") == "positive"
+    assert TASKS["cola"].label_name("0") == "unacceptable"
+    assert TASKS["chnsenticorp"].label_name("0") == "negative"
+    assert TASKS["mnli"].label_name("neutral") == "neutral"
+    for spec in TASKS.values():
+        if spec.family == "classification" and not spec.is_regression:
+            assert spec.label_names is not None and len(spec.label_names) == len(spec.labels)
+    generic = make_task("classification", ColumnSpec("review", label="sentiment"))
+    assert generic.spec.label_name("positive") is None
+    with pytest.raises(ValueError, match="1 label names"):
+        TaskSpec("x", "classification", read_reviews, ("a", "b"), "accuracy", "x", ("a",))

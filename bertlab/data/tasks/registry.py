@@ -43,6 +43,9 @@ class TaskSpec:
         read: path -> examples.
         labels: the fixed label list (label id = position); None for regression, for tagging
             (tags come from the training data) and for span and choice tasks.
+        label_names: what each label means, in the order of `labels`, where the dataset names
+            its labels (SST-2's "0" is negative); predictions, the server and its page show
+            them. None where the labels are not named (the generic tasks).
         metrics: the metric set, a key of `bertlab.metrics.METRIC_SETS`.
         description: one line for `--help` and the docs' task list.
         is_regression: the label is a real number (STS-B).
@@ -62,6 +65,7 @@ class TaskSpec:
     labels: tuple[str, ...] | None
     metrics: str
     description: str
+    label_names: tuple[str, ...] | None = None
     is_regression: bool = False
     is_pair: bool = False
     dev_files: tuple[str, ...] = ("dev.tsv",)
@@ -74,6 +78,17 @@ class TaskSpec:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"task {self.name}: unknown family {self.family!r}; one of {FAMILIES}")
+        if self.label_names is not None and len(self.label_names) != len(self.labels or ()):
+            raise ValueError(
+                f"task {self.name}: {len(self.label_names)} label names for the labels "
+                f"{self.labels}"
+            )
+
+    def label_name(self, label: str) -> str | None:
+        """The name of `label` (SST-2: "1" -> "positive"); None where labels are not named."""
+        if self.label_names is None or label not in self.labels:
+            return None
+        return self.label_names[self.labels.index(label)]
 
 
 # The GLUE-standard metric set of each task (GLUE paper, Table 1).
@@ -101,6 +116,22 @@ _GLUE_FOLDERS = {
 }
 
 
+# What the GLUE labels mean, in the order of `GLUE_LABELS` (the label names of the GLUE tasks'
+# descriptions, as the `glue` dataset on the Hugging Face Hub names them); MNLI, QNLI and RTE
+# files hold the names themselves. STS-B is regression.
+_GLUE_LABEL_NAMES = {
+    "cola": ("unacceptable", "acceptable"),
+    "sst2": ("negative", "positive"),
+    "mrpc": ("not_equivalent", "equivalent"),
+    "stsb": None,
+    "qqp": ("not_duplicate", "duplicate"),
+    "mnli": ("contradiction", "entailment", "neutral"),
+    "qnli": ("entailment", "not_entailment"),
+    "rte": ("entailment", "not_entailment"),
+    "wnli": ("not_entailment", "entailment"),
+}
+
+
 def _glue(name: str, description: str, is_pair: bool = True, **defaults) -> TaskSpec:
     labels = GLUE_LABELS[name]
     dev_files = ("dev_matched.tsv", "dev_mismatched.tsv") if name == "mnli" else ("dev.tsv",)
@@ -111,6 +142,7 @@ def _glue(name: str, description: str, is_pair: bool = True, **defaults) -> Task
         labels=labels,
         metrics=_GLUE_METRICS[name],
         description=description,
+        label_names=_GLUE_LABEL_NAMES[name],
         is_regression=labels is None,
         is_pair=is_pair,
         dev_files=dev_files,
@@ -144,6 +176,7 @@ TASKS: dict[str, TaskSpec] = _declare(
         ("0", "1"),
         "accuracy",
         "ChnSentiCorp: Chinese hotel, laptop and book review sentiment",
+        label_names=("negative", "positive"),
         lang="zh",
         train_file="chnsenticorp/train.tsv",
     ),
