@@ -299,7 +299,8 @@ def plot_attention(
     rows = math.ceil(num_heads / columns)
     scale = max(1.0, len(pieces) / 12)
     size = (HEATMAP_INCHES * columns * scale, HEATMAP_INCHES * rows * scale)
-    figure, axes = plt.subplots(rows, columns, figsize=size, squeeze=False)
+    # Constrained layout makes room for each heatmap's turned labels before the next row's title.
+    figure, axes = plt.subplots(rows, columns, figsize=size, squeeze=False, layout="constrained")
     top = float(attentions.max())  # one color scale for every head
     for head, axis in enumerate(axes.flat):
         if head >= num_heads:
@@ -307,11 +308,15 @@ def plot_attention(
             continue
         image = axis.imshow(attentions[head].numpy(), vmin=0.0, vmax=top, cmap="viridis")
         axis.set_title(f"head {head + 1}")
-        axis.set_xticks(range(len(pieces)), pieces, rotation=90, fontsize=7)
-        axis.set_yticks(range(len(pieces)), pieces, fontsize=7)
-        if head // columns == rows - 1 or head + columns >= num_heads:
+        # Every head has the same pieces: they are named on the outer edges only, so that no
+        # head's labels run into its neighbour's map.
+        is_bottom = head // columns == rows - 1 or head + columns >= num_heads
+        is_left = head % columns == 0
+        axis.set_xticks(range(len(pieces)), pieces if is_bottom else [], rotation=90, fontsize=7)
+        axis.set_yticks(range(len(pieces)), pieces if is_left else [], fontsize=7)
+        if is_bottom:
             axis.set_xlabel("attended-to token (key)")
-        if head % columns == 0:
+        if is_left:
             axis.set_ylabel("attending token (query)")
     figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight (probability)")
     shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."

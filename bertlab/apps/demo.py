@@ -22,6 +22,7 @@ import json
 import logging
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,7 @@ class DemoResult:
     scores: dict[str, list[float]]
     timings: dict[str, float]
     one_class: dict[str, list[dict[str, Any]]]  # a row -> `flows.one_class_seeds`
+    majority: float  # the test set's commonest label's share: one class's accuracy
 
     def comparisons(self) -> list[dict[str, Any]]:
         """Each row against the scratch rows of `BASELINES` that ran, over the seeds both have:
@@ -140,6 +142,7 @@ class DemoResult:
             "scores": self.scores,
             ONE_CLASS: {self.recipe.task: self.one_class},  # as the experiments record it
             "comparisons": self.comparisons(),
+            "majority": self.majority,
             "timings": self.timings,
         }
 
@@ -260,6 +263,7 @@ def _demo(
         scores,
         timings,
         one_class,
+        majority_share(task_data[2]),
     )
     _write_results(result, out, say)
     return result
@@ -422,6 +426,12 @@ def _task_data(recipe: DemoRecipe) -> tuple[Task, TaskData, list]:
     )
     data = read_task_data(task, DATA_DIR / recipe.train_file, None, dev_fraction=DEV_FRACTION)
     return task, data, task.read_gold(DATA_DIR / recipe.test_file, data.label_names)
+
+
+def majority_share(examples: list) -> float:
+    """The share of the commonest gold label: the accuracy of a model that learned one class."""
+    counts = Counter(example.label for example in examples)
+    return max(counts.values()) / len(examples)
 
 
 @dataclass(frozen=True)

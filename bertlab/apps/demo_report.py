@@ -64,8 +64,8 @@ def write_report(out: Path) -> Path:
         x_key="tokens",
         x_label="tokens seen",
     )
-    _plot_finetuning(result, out / "finetuning.png")
-    _plot_comparison(result, out / "comparison.png")
+    _save(finetuning_figure(result, out / "finetune"), out / "finetuning.png")
+    _save(comparison_figure(result, out / "finetune"), out / "comparison.png")
     recipe = result["recipe"]
     lines = [
         f"# bertlab demo ({recipe['lang']}): pre-training on text of the task's own kind",
@@ -313,6 +313,12 @@ def results_table(result: dict[str, Any]) -> list[str]:
             f"| {name} | {statistics.median(values):.1%} | {min(values):.1%} | "
             f"{max(values):.1%} | {len(values)}{one_class_mark(result, task, name)} |"
         )
+    if "majority" in result:  # absent from the results of older demos
+        lines += [
+            "",
+            f"A model that predicts the commonest label for every sentence scores "
+            f"{result['majority']:.1%}.",
+        ]
     return lines + one_class_note(result)
 
 
@@ -360,17 +366,28 @@ def _against(name: str, baseline: str, same_start: bool) -> str:
     return "scratch"
 
 
-def _plot_finetuning(result: dict[str, Any], path: Path) -> None:
+def _save(figure, path: Path) -> None:
+    from matplotlib import pyplot as plt
+
+    with atomic_file(path) as temporary:
+        figure.savefig(temporary, dpi=FIGURE_DPI)
+    plt.close(figure)
+
+
+def finetuning_figure(result: dict[str, Any], runs: Path):
+    """Each row's training loss and dev accuracy per epoch, one line per seed, from the runs'
+    records in RUNS (OUT/finetune)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for name, scores in result["scores"].items():
         color = COLORS[name]
         for number, seed in enumerate(result["seeds"][: len(scores)]):
-            run_dir = seed_dir(path.parent / "finetune", run_name(name), seed)
+            run_dir = seed_dir(runs, run_name(name), seed)
             records = read_metrics(run_dir / METRICS_FILE)
             train = [r for r in records if r["kind"] == "train"]
             evals = [r for r in records if r["kind"] == "eval"]
@@ -392,18 +409,18 @@ def _plot_finetuning(result: dict[str, Any], path: Path) -> None:
             )
     axes[0].set(title="training loss", xlabel="optimizer step", ylabel="loss (nats)")
     axes[1].set(title="dev accuracy after each epoch", xlabel="epoch", ylabel="accuracy")
+    axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend()
     figure.suptitle(f"Fine-tuning on {result['recipe']['task']}, one line per seed")
     figure.tight_layout()
-    with atomic_file(path) as temporary:
-        figure.savefig(temporary, dpi=FIGURE_DPI)
-    plt.close(figure)
+    return figure
 
 
-def _plot_comparison(result: dict[str, Any], path: Path) -> None:
-    """Drawn from the runs' own `test.json` files."""
+def comparison_figure(result: dict[str, Any], runs: Path):
+    """Each row's test accuracy (median, range, seeds), drawn from the runs' own `test.json`
+    files in RUNS, above the share of the commonest class."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -413,7 +430,6 @@ def _plot_comparison(result: dict[str, Any], path: Path) -> None:
     names = list(result["scores"])
     metric = "accuracy"
     for index, name in enumerate(names):
-        runs = path.parent / "finetune"
         seeds = result["seeds"][: len(result["scores"][name])]
         values = [read_test(seed_dir(runs, run_name(name), seed))[metric] for seed in seeds]
         median = statistics.median(values)
@@ -427,14 +443,26 @@ def _plot_comparison(result: dict[str, Any], path: Path) -> None:
         )
         axis.scatter([index] * len(values), values, color="black", zorder=3, s=12)
     axis.set_xticks(range(len(names)), [name.replace(" ", "\n", 1) for name in names])
+    majority = result.get("majority")  # absent from the results of older demos
+    if majority is not None:
+        axis.axhline(majority, color="gray", linestyle="--", linewidth=1)
+        axis.annotate(
+            f"one class: {majority:.1%}",
+            (len(names) - 0.5, majority),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="gray",
+        )
+    # Two classes: chance is 0.5, so the axis starts there unless a seed fell below it.
     low = min(min(v) for v in result["scores"].values())
-    axis.set_ylim(max(0.0, low - 0.1), 1.0)
+    axis.set_ylim(min(0.5, low - 0.02), 1.0)
     axis.set(
         title=f"{result['recipe']['task']} test accuracy (median, range, seeds)",
         ylabel="accuracy (share of sentences)",
     )
     axis.grid(alpha=0.3, axis="y")
     figure.tight_layout()
-    with atomic_file(path) as temporary:
-        figure.savefig(temporary, dpi=FIGURE_DPI)
-    plt.close(figure)
+    return figure
