@@ -115,6 +115,41 @@ def test_classify_equals_the_python_api(base_url, serve_models):
         assert result["score"] == max(shown.values())
 
 
+@pytest.fixture(scope="module")
+def sst2_url(serve_models, start_server, tmp_path_factory) -> str:
+    """A server on a random SST-2 head, whose labels "0" and "1" the task names."""
+    from bertlab.training.finetune import write_task_model
+
+    (sentiment,) = load_models([("sentiment", serve_models["sentiment"])])
+    task = make_task("sst2")
+    directory = tmp_path_factory.mktemp("sst2_model")
+    head = task.new_head(sentiment.encoder.config, task.spec.labels)
+    write_task_model(directory, head, sentiment.tokenizer, task)
+    return start_server(create_app(load_models([("sst2", directory)])))
+
+
+def test_classify_names_the_labels_where_the_task_names_them(sst2_url, base_url):
+    """SST-2's labels read "0"/"1" in the API and on the page (issue 51, item 5)."""
+    names = {"0": "negative", "1": "positive"}
+    status, answer = call(f"{sst2_url}/api/models")
+    assert status == 200
+    assert answer["models"][0]["labels"] == ["0", "1"]
+    assert answer["models"][0]["label_names"] == ["negative", "positive"]
+    status, answer = post(sst2_url, "sst2", "classify", {"texts": [REVIEW, "dull"]})
+    assert status == 200
+    for result in answer["results"]:
+        assert result["name"] == names[result["label"]]
+        assert [item["name"] for item in result["probabilities"]] == [
+            names[item["label"]] for item in result["probabilities"]
+        ]
+    status, answer = post(base_url, "sentiment", "classify", {"texts": [REVIEW]})
+    assert answer["results"][0]["name"] is None  # a user's labels are shown as they are
+    sentiment = next(
+        m for m in call(f"{base_url}/api/models")[1]["models"] if m["name"] == "sentiment"
+    )
+    assert sentiment["label_names"] is None
+
+
 def test_pair_regression_gives_the_score_of_the_python_api(base_url, serve_models):
     body = {"texts": ["A man plays a guitar."], "text_pairs": ["A man plays music."]}
     status, answer = post(base_url, "stsb", "classify", body)

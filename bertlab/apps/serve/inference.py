@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from bertlab.apps.serve.models import ServedModel
 from bertlab.data.tasks.classification import Example
 from bertlab.data.tasks.encoding import split_words
@@ -68,26 +66,31 @@ def classify(model: ServedModel, inputs: Sequence[tuple[str, str | None]]) -> li
         inputs: (text, second text or None) per input.
 
     Returns:
-        Per input: `{"label", "score", "probabilities": [{"label", "probability"}, ...]}`, most
-        probable first; for regression the label is None and the score is the model's output.
+        Per input: `{"label", "name", "score", "probabilities": [{"label", "name",
+        "probability"}, ...]}`, most probable first; `name` is the label's name where the task
+        names its labels (SST-2: "1" is "positive"), else None; for regression the label is
+        None and the score is the model's output.
     """
     examples = [Example(text, pair) for text, pair in inputs]
     task = model.task
     features = task.encode(examples, model.tokenizer, None, with_labels=False)
     rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)  # (C,) each
     if model.is_regression:
-        return [{"label": None, "score": float(row[0]), "probabilities": []} for row in rows]
-    names = model.label_names
+        return [
+            {"label": None, "name": None, "score": float(row[0]), "probabilities": []}
+            for row in rows
+        ]
     records = []
-    for row in rows:
-        probabilities = torch.from_numpy(row).softmax(-1).tolist()
-        ranked = sorted(zip(names, probabilities, strict=True), key=lambda item: -item[1])
+    for probabilities in task.probabilities(rows, model.head.id2label):
+        ranked = sorted(probabilities.items(), key=lambda item: -item[1])
+        shown = [
+            {"label": label, "name": task.label_name(label), "probability": probability}
+            for label, probability in ranked
+        ]
+        top = shown[0]
         records.append(
-            {
-                "label": ranked[0][0],
-                "score": ranked[0][1],
-                "probabilities": [{"label": n, "probability": p} for n, p in ranked],
-            }
+            {"label": top["label"], "name": top["name"], "score": top["probability"]}
+            | {"probabilities": shown}
         )
     return records
 

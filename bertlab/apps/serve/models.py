@@ -106,6 +106,16 @@ class ServedModel:
         return None
 
     @property
+    def named_labels(self) -> list[str] | None:
+        """The names the task gives the head's labels, in id order (SST-2: negative, positive);
+        None where it names none."""
+        labels = self.label_names
+        if labels is None or not isinstance(self.task, ClassificationTask):
+            return None
+        names = [self.task.label_name(label) for label in labels]
+        return None if None in names else names
+
+    @property
     def is_regression(self) -> bool:
         return isinstance(self.task, ClassificationTask) and self.task.is_regression
 
@@ -131,6 +141,7 @@ class ServedModel:
             "capabilities": list(self.capabilities),
             "task": None if self.task is None else self.task.name,
             "labels": self.label_names,
+            "label_names": self.named_labels,
             "is_regression": self.is_regression,
             "is_pair": self.is_pair,
             "has_pooler": self.has_pooler,

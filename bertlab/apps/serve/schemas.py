@@ -80,6 +80,9 @@ class ModelInfo(BaseModel):
     capabilities: list[str]
     task: str | None
     labels: list[str] | None
+    label_names: list[str] | None = Field(
+        description="the labels' names, in the order of labels, where the task names them"
+    )
     is_regression: bool
     is_pair: bool
     has_pooler: bool
@@ -107,11 +110,15 @@ class FillMaskResult(BaseModel):
 
 class LabelProbability(BaseModel):
     label: str
+    name: str | None = Field(description="the label's name (SST-2: 1 is positive), or null")
     probability: float
 
 
 class ClassifyResult(BaseModel):
     label: str | None = Field(description="the most probable label; null for regression")
+    name: str | None = Field(
+        description="its name where the task names its labels (SST-2: 1 is positive), or null"
+    )
     score: float = Field(description="its probability, or the regression output")
     probabilities: list[LabelProbability] = Field(description="every label, most probable first")
 

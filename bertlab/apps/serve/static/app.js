@@ -114,11 +114,13 @@ const views = {
         box.appendChild(headline);
         return box;
       }
-      headline.append("Label: ", element("strong", "prediction", result.label));
+      // A label's name where the task names its labels (SST-2: "1" is "positive").
+      const shown = (item) => item.name ?? item.label;
+      headline.append("Label: ", element("strong", "prediction", shown(result)));
       headline.append(" (" + percent(result.score) + ")");
       box.appendChild(headline);
-      const entries = result.probabilities.map((item) => ({ name: item.label, value: item.probability }));
-      box.appendChild(bars(entries, result.label));
+      const entries = result.probabilities.map((item) => ({ name: shown(item), value: item.probability }));
+      box.appendChild(bars(entries, shown(result)));
       return box;
     },
     onModel(model) {
