@@ -79,10 +79,15 @@ def run_serve(args: argparse.Namespace) -> int:
     # line, before importing the app that needs them.
     for package in SERVE_PACKAGES:
         require(package, "bertlab serve")
-    from bertlab.apps.serve.server import run_server
+    from bertlab.apps.serve.server import AddressUnavailable, run_server
     from bertlab.apps.serve.settings import ServeConfig, ServeLimits
 
     limits = dataclasses.replace(ServeLimits(), max_batch_texts=args.max_batch_texts)
     config = ServeConfig(model_arguments(args.model), args.host, args.port, limits=limits)
-    run_server(config)
+    try:
+        run_server(config)
+    except AddressUnavailable as error:
+        if not error.is_in_use:
+            raise
+        raise CommandError(f"{error}; choose another with --port (0: any free port)") from None
     return 0

@@ -95,6 +95,19 @@ def test_what_cannot_be_served_is_a_one_line_error(serve_models, tmp_path, capsy
         port = str(taken.getsockname()[1])
         error = one_line_error(capsys, "--model", mlm, "--port", port)
     assert f"cannot listen on 127.0.0.1:{port}" in error
+    assert "--port" in error
     assert "must be a positive integer" in one_line_error(
         capsys, "--model", mlm, "--max-batch-texts", "0"
     )
+
+
+def test_a_taken_port_is_refused_before_any_model_is_loaded(tmp_path, capsys):
+    """`serve` on a busy port loaded every model first, then failed (issue 51, item 9): here
+    the model does not exist, and the port is what the one line names."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        error = one_line_error(capsys, "--model", str(tmp_path / "nowhere"), "--port", port)
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in error
+    assert "choose another with --port" in error and "config.json" not in error

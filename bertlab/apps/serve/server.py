@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 from collections.abc import Sequence
@@ -32,29 +33,45 @@ def allowed_hosts(host: str) -> list[str]:
     return list(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else ["*"]
 
 
+class AddressUnavailable(OSError):
+    """The server's address cannot be bound: the port is taken (`is_in_use`), or the host is
+    not one of this machine's."""
+
+    def __init__(self, host: str, port: int, reason: str, is_in_use: bool) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {reason}")
+        self.is_in_use = is_in_use
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on (host, port); port 0 picks a free one.
 
     Raises:
-        OSError: the address is taken or cannot be bound (its message names why).
+        AddressUnavailable: the address is taken or cannot be bound (its message names why).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen()  # holds the port while the models load; uvicorn accepts from it later
     except OSError as error:
         sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+        is_in_use = error.errno == errno.EADDRINUSE
+        reason = "the port is in use (another server?)" if is_in_use else error.strerror
+        raise AddressUnavailable(host, port, reason or str(error), is_in_use) from None
     return sock
 
 
 def run_server(config: ServeConfig) -> None:
-    """Load the models, then serve the page and the API on `config.host:config.port` until
-    interrupted (Ctrl-C). Errors in the models or the address are raised before anything is
-    served."""
-    models = load_models(config.models)
-    sock = bind(config.host, config.port)
+    """Bind the address, load the models, then serve the page and the API on
+    `config.host:config.port` until interrupted (Ctrl-C). Errors in the address or the models
+    are raised before anything is served; a taken port before any model is loaded."""
+    sock = bind(config.host, config.port)  # first: loading the models can take minutes
+    try:
+        models = load_models(config.models)
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(models, config.limits, config.workers, allowed_hosts(config.host))
     server = uvicorn.Server(
         uvicorn.Config(
