@@ -231,14 +231,17 @@ def _demo(
     train, dev, test = len(task_data[1].train), len(task_data[1].dev), len(task_data[2])
     say(f"  {train} training, {dev} dev (best epoch), {test} test")
     rows = _demo_rows(recipe, out, vectors, seeds)
-    scores = _finetune_rows(recipe, task_data, rows, out, show_progress, say)
+    rate = recipe.finetune_learning_rate
+    scores = _finetune_rows(recipe, task_data, rows, rate, out, show_progress, say)
     clock.lap("fine-tuning")
 
     about = _describe_shipped(name, shipped_dir, recipe, out / "pretrain" / "final")
     rows = _shipped_rows(recipe, out, shipped_dir, about["same_start"], seeds)
     said = ", ".join(f"{row.name} seeds {row.seeds}" for row in rows)
-    say(f"\n== 6. Fine-tuning {name} ({about['shape']}) the same way: {said}")
-    scores |= _finetune_rows(recipe, task_data, rows, out, show_progress, say)
+    rate = recipe.finetune_learning_rate if about["same_start"] else recipe.shipped_learning_rate
+    about["learning_rate"] = rate
+    say(f"\n== 6. Fine-tuning {name} ({about['shape']}) at learning rate {rate:g}: {said}")
+    scores |= _finetune_rows(recipe, task_data, rows, rate, out, show_progress, say)
     clock.lap("fine-tuning the shipped model")
 
     say("\n== 7. Attention map")
@@ -497,17 +500,19 @@ def _finetune_rows(
     recipe: DemoRecipe,
     task_data: tuple[Task, TaskData, list],
     rows: list[_Row],
+    learning_rate: float,
     out: Path,
     show_progress: bool,
     say,
 ) -> dict[str, list[float]]:
-    """Fine-tune every row's seeds with the recipe's settings; each one's test accuracy."""
+    """Fine-tune every row's seeds with the recipe's settings at `learning_rate`; each one's
+    test accuracy."""
     task, data, test = task_data
     scores: dict[str, list[float]] = {row.name: [] for row in rows}
     for seed in dict.fromkeys(seed for row in rows for seed in row.seeds):  # seed by seed
         for row in (row for row in rows if seed in row.seeds):
             config = FinetuneConfig(
-                learning_rate=recipe.finetune_learning_rate,
+                learning_rate=learning_rate,
                 batch_size=recipe.finetune_batch_size,
                 num_train_epochs=recipe.finetune_epochs,
                 seed=seed,

@@ -16,7 +16,7 @@ from bertlab.apps.demo_config import (
     SHIPPED_SCRATCH,
     WORD_VECTORS,
 )
-from bertlab.apps.demo_report import _fill_mask_section, _rows_explained
+from bertlab.apps.demo_report import _fill_mask_section, _finetuning_section, _rows_explained
 
 RECIPE = RECIPES["en"]
 
@@ -55,7 +55,12 @@ def _result(one_class: list | None = None) -> dict:
     }
     frequent = [["the", 0.05], [".", 0.04], [",", 0.03]]
     return {
-        "recipe": {"task": "sst2"},
+        "recipe": {
+            "task": "sst2",
+            "finetune_epochs": 4,
+            "finetune_batch_size": 32,
+            "finetune_learning_rate": 1e-3,
+        },
         "minutes": 1.0,
         "seeds": [1, 2],
         "pretrain": {
@@ -109,3 +114,14 @@ def test_fill_mask_shows_both_models_and_the_plateau(tmp_path: Path) -> None:
     assert "`\\|` 1%" in text  # a piece that would end the table cell
     assert "`the`, `.`, `,` are among its top 3 for all 2 sentences" in text
     assert "have 1 piece in common across the sentences" in text
+
+
+def test_the_report_gives_each_rows_learning_rate(tmp_path: Path) -> None:
+    result = _result() | {"comparisons": []}
+    text = "\n".join(_finetuning_section(result, tmp_path))
+    assert "at learning rate 0.001. The best epoch" in text  # an older demo's: one rate
+    result["shipped"]["learning_rate"] = 3e-4
+    result["majority"] = 0.512
+    text = "\n".join(_finetuning_section(result, tmp_path))
+    assert "at learning rate 0.001 (the shipped model and its twin at 0.0003:" in text
+    assert "predicts the commonest label for every sentence scores 51.2%" in text
