@@ -1,7 +1,8 @@
 """The web app: the JSON API under /api, the page at /, the OpenAPI description at /openapi.json.
 
 Every error is JSON `{"detail": "one line"}` with a 4xx status that says whose fault it was:
-404 an unknown model, 413 a body over the size limit, 400 a body that is not UTF-8, 422 a
+404 an unknown model, 413 a body over the size limit, 400 a body that is not UTF-8 or a Host
+header that is not this server's, 415 a body not sent as `application/json`, 422 a
 request the schema or the model cannot take (empty or too long text, wrong types, missing
 fields, a task the model's head cannot do), 503 a full queue (with Retry-After). The server keeps
 serving after each.
@@ -22,7 +23,6 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from bertlab.apps.serve import inference
 from bertlab.apps.serve.guards import RequestGuard
@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 STATIC = Path(str(resources.files("bertlab.apps.serve") / "static"))
 RETRY_AFTER_SECONDS = "1"
-ERRORS = {status: {"model": Problem} for status in (400, 404, 413, 422, 503)}
+ERRORS = {status: {"model": Problem} for status in (400, 404, 413, 415, 422, 503)}
 
 
 class Service:
@@ -143,8 +143,11 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = service
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
-    app.add_middleware(RequestGuard, max_body_bytes=service.limits.max_body_bytes)
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=service.limits.max_body_bytes,
+        allowed_hosts=tuple(allowed_hosts),
+    )
     app.add_exception_handler(RequestValidationError, _validation_problem)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -1,5 +1,12 @@
-"""An ASGI middleware that checks request bodies as they arrive and sets safe response headers.
+"""An ASGI middleware that checks requests (Host, body type, size and encoding) as they arrive
+and sets safe response headers. Every refusal is the API's JSON error, `{"detail": "one line"}`.
 
+- A Host header that is not this server's is refused with 400 (against DNS rebinding: a page
+  elsewhere cannot reach a loopback server under its own name).
+- A body sent as anything but JSON (`Content-Type: application/json`) is refused with 415,
+  naming the type it came with: `curl -d` sends a form type unless told otherwise. Bodies of
+  other types are not read as JSON, so that a page elsewhere cannot make a browser send one
+  without the preflight check that a JSON type needs (CSRF).
 - A body over `max_body_bytes` is refused with 413: at once when its Content-Length says so,
   otherwise as soon as the bytes received pass the limit, so an oversized body is never held in
   memory. (The rest of it is read and dropped, up to `DRAIN_BYTES`, so that a client that sends
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Sequence
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,12 +39,27 @@ SECURITY_HEADERS = [
 ]
 
 
-class RequestGuard:
-    """Body size and encoding checks, and the security headers; see the module docstring."""
+JSON_MEDIA_TYPE = "application/json"
+METHODS_WITH_BODY = ("POST", "PUT", "PATCH")
+ANY_HOST = "*"
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+
+class RequestGuard:
+    """Host, body type, size and encoding checks, and the security headers; see the module
+    docstring.
+
+    Args:
+        app: the app it guards.
+        max_body_bytes: the largest body taken.
+        allowed_hosts: the Host header values (without the port) answered; `*`: any.
+    """
+
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int, allowed_hosts: Sequence[str] = (ANY_HOST,)
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.allowed_hosts = tuple(host.lower() for host in allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,6 +71,11 @@ class RequestGuard:
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
 
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await _drain(receive, DRAIN_BYTES)
+            await _problem(send_with_headers, *refusal)
+            return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
             await _drain(receive, min(declared, DRAIN_BYTES))
@@ -80,11 +108,47 @@ class RequestGuard:
 
         await self.app(scope, checked_receive, send_with_headers)
 
+    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """(status, detail) for a foreign Host or a body that is not JSON; None: go on."""
+        host = _header(scope, b"host")
+        if ANY_HOST not in self.allowed_hosts and _host_name(host) not in self.allowed_hosts:
+            return 400, (
+                f"the Host header {host!r} is not this server's; it answers "
+                f"{', '.join(self.allowed_hosts)}"
+            )
+        if scope["method"] in METHODS_WITH_BODY:
+            content_type = _header(scope, b"content-type")
+            media_type = content_type.split(";", 1)[0].strip().lower()
+            if media_type != JSON_MEDIA_TYPE:
+                sent = f"as {content_type}" if content_type else "without a Content-Type"
+                return 415, (
+                    f"the body came {sent}; send JSON with Content-Type: {JSON_MEDIA_TYPE} "
+                    f"(curl: -H 'Content-Type: {JSON_MEDIA_TYPE}')"
+                )
+        return None
+
     def _too_large(self, size: int, qualifier: str = "") -> str:
         return (
             f"the request body has {qualifier}{size} bytes; this server takes at most "
             f"{self.max_body_bytes}"
         )
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    """The first value of a request header, or "" when absent (latin-1, as HTTP sends it)."""
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def _host_name(host: str) -> str:
+    """A Host header without its port, lower-cased: "LocalHost:8000" -> "localhost",
+    "[::1]:8000" -> "[::1]"."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if ":" in host else host
 
 
 def _content_length(scope: Scope) -> int | None:
