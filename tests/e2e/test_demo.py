@@ -92,6 +92,10 @@ def test_demo_tells_the_whole_story(tmp_path, lang, shipped_models) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["shipped"]["name"] == recipe.shipped_model
     assert not results["shipped"]["same_start"]  # another shape: its own twin was run
+    rate = recipe.shipped_learning_rate  # the shipped model's and its twin's own
+    assert results["shipped"]["learning_rate"] == rate != recipe.finetune_learning_rate
+    assert f"at learning rate {rate:g}: " in text
+    assert 0.5 <= results["majority"] < 1  # the commonest label's share of the test slice
     for name in MODELS:
         run_dir = tmp_path / "finetune" / name.replace(" ", "-")
         accuracies = [
