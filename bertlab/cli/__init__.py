@@ -78,13 +78,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
+    from bertlab.cli.stopping import EXIT_TERMINATED, is_terminated, sigterm_as_interrupt
+
     try:
-        set_threads(args.threads)  # every command, before it builds a model
-        return int(handler(args) or 0)
+        with sigterm_as_interrupt():  # a scheduler's SIGTERM stops as Ctrl-C does
+            set_threads(args.threads)  # every command, before it builds a model
+            return int(handler(args) or 0)
     except KeyboardInterrupt as interrupt:
         hint = getattr(interrupt, "hint", "")  # what was kept and how to go on, where known
-        print(f"bertlab: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        how = "interrupted by SIGTERM" if is_terminated(interrupt) else "interrupted"
+        print(f"bertlab: {how}{'; ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_TERMINATED if is_terminated(interrupt) else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout went away (`bertlab predict ... | head`): stop quietly, as Unix
         # tools do. stdout now points at nothing, so the interpreter's last flush cannot fail.

@@ -545,3 +545,30 @@ def test_ctrl_c_before_the_first_checkpoint_says_to_start_over(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "bertlab: interrupted; no checkpoint was complete: run the same command again to start over"
     )
+
+
+def test_sigterm_stops_in_order_and_says_what_is_kept(pretrain_files, tmp_path, cli_env) -> None:
+    """SIGTERM (a scheduler's, `docker stop`'s) ended the process at once, without a message,
+    and once left a temporary curves file behind. The corpus is encoded by a pool of workers and
+    batches come from a data loader's worker: both are forked processes."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "100000", "--checkpoint-every", "2")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bertlab", *args, "--num-workers", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+    )
+    deadline = time.monotonic() + 120
+    while not checkpointing.list_checkpoints(out):
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline, "no checkpoint in time"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("bertlab: interrupted by SIGTERM; step-"), stderr
+    assert last.endswith(" is kept: run the same command with --resume to go on")
+    assert not [path for path in tmp_path.rglob("*") if ".tmp" in path.name]
