@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from bertlab.atomic import atomic_directory
 from bertlab.checkpoint import load_into, read_weights
-from bertlab.config import PretrainConfig, PretrainDataConfig
+from bertlab.config import BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
@@ -223,24 +223,12 @@ class _Run:
                 rank=0,
                 world_size=1,
             )
-        self.setup_key = _setup_key(data_config, config, context, model)
+        self.setup_key = setup_key(data_config, config, context, model.config)
 
     # --- resume ---------------------------------------------------------------------------
 
     def resume(self) -> None:
-        checkpoint_dir = checkpointing.latest_checkpoint(self.out_dir)
-        if checkpoint_dir is None:
-            raise ValueError(
-                f"--resume: no complete checkpoint in {self.out_dir / 'checkpoints'}; run the "
-                "same command without --resume to start from the beginning"
-            )
-        state = checkpointing.load_state(checkpoint_dir)
-        for key, value in state["setup"].items():
-            if self.setup_key.get(key) != value:
-                raise ValueError(
-                    f"cannot resume from {checkpoint_dir}: {key} was {value!r}, "
-                    f"now {self.setup_key.get(key)!r}; use the same settings or a new --out"
-                )
+        checkpoint_dir, state = _resumable_checkpoint(self.out_dir, self.setup_key)
         weights = read_weights(checkpoint_dir)
         load_into(self.model, weights, self.model.base_prefix, source=str(checkpoint_dir))
         self.optimizer.load_state_dict(state["optimizer"])
@@ -526,11 +514,11 @@ class _Run:
         return final
 
 
-def _setup_key(
+def setup_key(
     data_config: PretrainDataConfig,
     config: PretrainConfig,
     context: DistributedContext,
-    model: BertForPreTraining,
+    model_config: BertConfig,
 ) -> dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     return {
@@ -540,10 +528,41 @@ def _setup_key(
         "gradient_accumulation_steps": config.gradient_accumulation_steps,
         "world_size": context.world_size,
         "budget": config.max_steps if config.max_steps is not None else config.max_time,
-        "vocab_size": model.config.vocab_size,
-        "hidden_size": model.config.hidden_size,
-        "num_hidden_layers": model.config.num_hidden_layers,
+        "vocab_size": model_config.vocab_size,
+        "hidden_size": model_config.hidden_size,
+        "num_hidden_layers": model_config.num_hidden_layers,
     }
+
+
+def check_resumable(out_dir: str | os.PathLike, setup: dict[str, Any]) -> None:
+    """Refuse a resume before anything is built for it (a corpus cache, a model).
+
+    Args:
+        out_dir: the run directory.
+        setup: `setup_key(...)` of the run that would resume.
+
+    Raises:
+        ValueError: no complete checkpoint in `out_dir`, or one from other settings.
+    """
+    _resumable_checkpoint(Path(out_dir), setup)
+
+
+def _resumable_checkpoint(out_dir: Path, setup: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """The latest checkpoint in `out_dir` and its state, if a run with `setup` may resume it."""
+    checkpoint_dir = checkpointing.latest_checkpoint(out_dir)
+    if checkpoint_dir is None:
+        raise ValueError(
+            f"--resume: no complete checkpoint in {out_dir / 'checkpoints'}; run the "
+            "same command without --resume to start from the beginning"
+        )
+    state = checkpointing.load_state(checkpoint_dir)
+    for key, value in state["setup"].items():
+        if setup.get(key) != value:
+            raise ValueError(
+                f"cannot resume from {checkpoint_dir}: {key} was {value!r}, "
+                f"now {setup.get(key)!r}; use the same settings or a new --out"
+            )
+    return checkpoint_dir, state
 
 
 def _all_reduce_sum(values: torch.Tensor, context: DistributedContext) -> torch.Tensor:

@@ -73,8 +73,10 @@ from bertlab.training.finetune import FINETUNE_OUTPUTS
 from bertlab.training.loop import (
     FINAL_DIR,
     PretrainResult,
+    check_resumable,
     held_out_split,
     pretrain,
+    setup_key,
     training_stream,
 )
 from bertlab.training.pretrain_stats import (
@@ -417,6 +419,8 @@ def _run(
     cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
     files = [Path(path) for path in run.corpus]
     whole_word = data_config.do_whole_word_mask
+    if run.resume:  # a resume with other settings is refused before its corpus cache is built
+        _check_resumable(run, out, tokenizer, context)
     if context.is_main:
         corpus = build_corpus(files, tokenizer, cache, run.lang, show_progress, whole_word)
     barrier(context)
@@ -609,11 +613,8 @@ def _plan(
     """The budget's plan for this machine: OUT's (a resumed run keeps its choices), else made by
     the main process and shared through OUT/budget_plan.json."""
     device = context.device()
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    size = run.model_size  # a model given as a folder or config is planned as its nearest preset
-    if size is None and (run.init_from is not None or run.model_config is not None):
-        size = nearest_preset(_model_config(run, tokenizer, run.data_config()))
-    plan = load_plan(out, run.budget, size, device_name)
+    size = _planned_size(run, tokenizer)
+    plan = _saved_plan(run, out, tokenizer, context)
     if plan is None and context.is_main:
         loop = run.loop_config()
         special = SpecialIds.from_vocab(tokenizer.get_vocab())
@@ -622,10 +623,42 @@ def _plan(
         save_plan(out, plan)
     barrier(context)
     if plan is None:
-        plan = load_plan(out, run.budget, size, device_name)
+        plan = _saved_plan(run, out, tokenizer, context)
     if plan is None:
         raise ValueError(f"no budget plan in {out} for this run; run it again")
     return plan
+
+
+def _saved_plan(
+    run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
+) -> BudgetPlan | None:
+    """OUT/budget_plan.json's plan for this run on this machine, if there is one."""
+    device = context.device()
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return load_plan(out, run.budget, _planned_size(run, tokenizer), device_name)
+
+
+def _planned_size(run: PretrainRun, tokenizer: Tokenizer) -> str | None:
+    """The size a budget plans: a model given as a folder or config is its nearest preset."""
+    size = run.model_size
+    if size is None and (run.init_from is not None or run.model_config is not None):
+        size = nearest_preset(_model_config(run, tokenizer, run.data_config()))
+    return size
+
+
+def _check_resumable(
+    run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
+) -> None:
+    """Refuse a resume with other settings (`loop.check_resumable`) from what is known before
+    the corpus is read. A budget run without a saved plan is left to the loop's own check."""
+    if run.budget is not None and run.plan is None:
+        plan = _saved_plan(run, out, tokenizer, context)
+        if plan is None:
+            return
+        run = run.planned(plan)
+    data_config, loop_config = run.data_config(), run.loop_config()
+    model_config = _model_config(run, tokenizer, data_config)
+    check_resumable(out, setup_key(data_config, loop_config, context, model_config))
 
 
 def _quiet(line: str) -> None:

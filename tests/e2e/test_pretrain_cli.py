@@ -503,6 +503,36 @@ def test_a_kill_at_any_moment_of_a_checkpoint_leaves_a_loadable_resumable_run(
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("change", ["whole words", "sequence length and cache"])
+def test_a_resume_with_other_settings_is_refused_before_it_builds_a_corpus_cache(
+    pretrain_files, tmp_path, capsys, change
+) -> None:
+    """The refusal came after the corpus was tokenized again: OUT/corpus was replaced by one
+    for the new settings, or a new --corpus-cache was left behind."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--max-steps", "2", "--checkpoint-every", "2")
+    at = args.index("--corpus-cache")
+    del args[at : at + 2]  # the default cache: OUT/corpus
+    assert main(args) == 0
+    if change == "whole words":
+        other = ["--whole-word-mask"]
+    else:
+        other = ["--max-seq-length", "16", "--corpus-cache", str(tmp_path / "new-cache")]
+    before = _files_and_times(tmp_path)
+    capsys.readouterr()
+    assert main([*args, "--resume", *other]) == 1
+    assert "cannot resume from" in capsys.readouterr().err
+    assert _files_and_times(tmp_path) == before
+
+
+def _files_and_times(directory: Path) -> dict[str, int | None]:
+    """Every path under `directory`, with the modification time of each file."""
+    return {
+        str(path): path.stat().st_mtime_ns if path.is_file() else None
+        for path in directory.rglob("*")
+    }
+
+
 # --- Ctrl-C and SIGTERM: an orderly stop that says what is kept --------------------------------
 
 
