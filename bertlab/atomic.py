@@ -44,6 +44,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from bertlab.wording import Worded
+
 # tempfile makes private files (0o600) and directories (0o700); what bertlab writes is for sharing.
 FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
@@ -462,8 +464,12 @@ def _take_lock(path: Path) -> TextIO:
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise ValueError(
-                f"{path.parent} is being written by another bertlab process (pid {holder}); "
-                "wait for it to finish or choose another --out"
+                Worded(
+                    "{where} is being written by another bertlab process (pid {pid}); wait for "
+                    "it to finish or choose another {out}",
+                    where=path.parent,
+                    pid=holder,
+                )
             ) from None
         if _is_open_as(handle, path):
             return handle

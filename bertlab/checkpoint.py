@@ -83,7 +83,9 @@ def read_model(
                 f"{directory} is Google's original TensorFlow checkpoint; convert it once with "
                 f"`bertlab convert {directory} --out DIR` (needs pip install 'bertlab[tf]')"
             )
-        raise FileNotFoundError(f"no {CONFIG_NAME} in {directory}")
+        raise FileNotFoundError(
+            f"no {CONFIG_NAME} in {directory}{hub.model_in_run_hint(directory)}"
+        )
     return read_json_object(directory / CONFIG_NAME), read_weights(directory)
 
 

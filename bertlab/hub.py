@@ -86,6 +86,25 @@ FILE_SUFFIXES = (".txt", ".json", ".bin", ".safetensors", ".ckpt", ".index", ".z
 LOCAL_FOLDER_HINT = "pass a local model folder instead"
 
 
+# The folders of a pre-training run (`bertlab.training`'s FINAL_DIR and CHECKPOINTS_DIR, named
+# again here because this layer is below training): its model is inside, not the run itself.
+RUN_FINAL_DIR = "final"
+RUN_CHECKPOINTS_DIR = "checkpoints"
+
+
+def model_in_run_hint(directory: Path) -> str:
+    """The end of a message ("; ...") naming the model inside `directory` when it is a
+    pre-training run's folder given where a model folder belongs: its final model, else its
+    latest checkpoint; "" otherwise."""
+    final = directory / RUN_FINAL_DIR
+    checkpoints = sorted((directory / RUN_CHECKPOINTS_DIR).glob("step-*"))
+    if final.is_dir():
+        return f"; {directory} is a pre-training run: its model is {final}"
+    if checkpoints:
+        return f"; {directory} is a pre-training run: its latest checkpoint is {checkpoints[-1]}"
+    return ""
+
+
 def is_repo_id(name: str | os.PathLike) -> bool:
     """Whether `name` can only be meant as a Hub repository id (`org/name` or `name`).
 
@@ -138,7 +157,9 @@ def resolve(
     try:
         folder = _download(candidates[-1], revision, with_weights)
     except (LocalEntryNotFoundError, HfHubHTTPError) as error:
-        raise _one_line_error(repo_id, revision, error) from error
+        # The one line says it all; the chain (huggingface_hub's, httpx's) is for -v only.
+        logger.debug("downloading %s failed", repo_id, exc_info=error)
+        raise _one_line_error(repo_id, revision, error) from None
     if not folder.is_dir():  # nothing matched: not a model in the Hugging Face layout
         raise FileNotFoundError(
             f"{repo_id} on the Hugging Face Hub has none of the files bertlab reads "

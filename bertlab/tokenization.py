@@ -469,7 +469,8 @@ def _read_directory(directory: Path) -> tuple[dict[str, int], dict]:
     tokenizer_json = directory / TOKENIZER_FILE
     vocab_txt = directory / VOCAB_FILE
     if not vocab_txt.is_file() and not tokenizer_json.is_file():
-        raise FileNotFoundError(f"no {VOCAB_FILE} or {TOKENIZER_FILE} in {directory}")
+        hint = hub.model_in_run_hint(directory)
+        raise FileNotFoundError(f"no {VOCAB_FILE} or {TOKENIZER_FILE} in {directory}{hint}")
     vocab = None
     if tokenizer_json.is_file():
         with open(tokenizer_json, encoding="utf-8") as file:

@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     from bertlab.cli.stopping import EXIT_TERMINATED, is_terminated, sigterm_as_interrupt
+    from bertlab.cli.wording import error_in_flag_words, in_flag_words
 
     try:
         with sigterm_as_interrupt():  # a scheduler's SIGTERM stops as Ctrl-C does
@@ -86,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(handler(args) or 0)
     except KeyboardInterrupt as interrupt:
         hint = getattr(interrupt, "hint", "")  # what was kept and how to go on, where known
+        hint = in_flag_words(hint)
         how = "interrupted by SIGTERM" if is_terminated(interrupt) else "interrupted"
         print(f"bertlab: {how}{'; ' + hint if hint else ''}", file=sys.stderr)
         return EXIT_TERMINATED if is_terminated(interrupt) else EXIT_INTERRUPTED
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, MissingPackageError, ValueError, OSError) as error:
         if args.verbose:
             traceback.print_exc()
-        print(f"bertlab: error: {error}", file=sys.stderr)
+        print(f"bertlab: error: {error_in_flag_words(error)}", file=sys.stderr)
         return EXIT_USER_ERROR
 
 

@@ -41,7 +41,10 @@ def input_path(value: str, suffix_for: Callable[[str], str] | None = None) -> It
         try:
             yield path
         except ValueError as error:
-            raise CommandError(str(error).replace(str(path), STDIN_NAME)) from error
+            from bertlab.cli.wording import error_in_flag_words
+
+            message = error_in_flag_words(error)  # a reader's message, in the flags' words
+            raise CommandError(message.replace(str(path), STDIN_NAME)) from error
 
 
 def output_path(value: str) -> Path:

@@ -44,6 +44,7 @@ from bertlab.training.finetune_loop import (
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
 from bertlab.training.one_class import OneClassCollapse, one_class_collapse
+from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 
@@ -262,13 +263,21 @@ def claim_out(out: Path, overwrite: bool) -> None:
     pretraining = [name for name in PRETRAIN_OUTPUTS if (out / name).exists()]
     if pretraining:
         raise ValueError(
-            f"--out {out} holds a pre-training run ({pretraining[0]}/); choose another --out"
+            Worded(
+                "{out} {path} holds a pre-training run ({name}/); choose another {out}",
+                path=out,
+                name=pretraining[0],
+            )
         )
     earlier = finetune_outputs(out)
     if earlier and not overwrite:
         raise ValueError(
-            f"--out {out} already holds a fine-tuning run ({earlier[0].name}); add --overwrite "
-            "to replace it or choose another --out"
+            Worded(
+                "{out} {path} already holds a fine-tuning run ({name}); add {overwrite} to "
+                "replace it or choose another {out}",
+                path=out,
+                name=earlier[0].name,
+            )
         )
 
 

@@ -62,6 +62,7 @@ from bertlab.training.pretrain_stats import (
     unigram_accuracy,
     unigram_plateau,
 )
+from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 
@@ -552,15 +553,24 @@ def _resumable_checkpoint(out_dir: Path, setup: dict[str, Any]) -> tuple[Path, d
     checkpoint_dir = checkpointing.latest_checkpoint(out_dir)
     if checkpoint_dir is None:
         raise ValueError(
-            f"--resume: no complete checkpoint in {out_dir / 'checkpoints'}; run the "
-            "same command without --resume to start from the beginning"
+            Worded(
+                "{resume}: no complete checkpoint in {where}; {again_without_resume} to start "
+                "from the beginning",
+                where=out_dir / checkpointing.CHECKPOINTS_DIR,
+            )
         )
     state = checkpointing.load_state(checkpoint_dir)
     for key, value in state["setup"].items():
         if setup.get(key) != value:
             raise ValueError(
-                f"cannot resume from {checkpoint_dir}: {key} was {value!r}, "
-                f"now {setup.get(key)!r}; use the same settings or a new --out"
+                Worded(
+                    "cannot resume from {where}: {key} was {was}, now {now}; use the same "
+                    "settings or a new {out}",
+                    where=checkpoint_dir,
+                    key=key,
+                    was=repr(value),
+                    now=repr(setup.get(key)),
+                )
             )
     return checkpoint_dir, state
 

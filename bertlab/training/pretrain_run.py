@@ -51,6 +51,7 @@ from bertlab.electra import ElectraForPreTraining
 from bertlab.model_card import ModelCard, write_model_card
 from bertlab.modeling import BertForPreTraining
 from bertlab.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
+from bertlab.text_files import check_files
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.training import checkpointing
@@ -85,6 +86,7 @@ from bertlab.training.pretrain_stats import (
     plateau_warning,
     unigram_plateau,
 )
+from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 
@@ -376,7 +378,8 @@ def run_pretraining(
     """
     out = Path(run.out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
+        raise ValueError(Worded("{out} {path} exists and is not a directory", path=out))
+    check_files(run.corpus)  # a missing file named, before anything is written
     # One writer per OUT (torchrun's processes are one job: its main process holds it).
     with run_lock(out) if context.is_main else contextlib.nullcontext():
         if context.is_main:
@@ -391,18 +394,18 @@ def run_pretraining(
             raise
 
 
-def _how_to_go_on(out: Path, error: WriteError | None = None) -> str:
+def _how_to_go_on(out: Path, error: WriteError | None = None) -> Worded:
     """What to do after a failed write (or an interruption, without `error`): everything
     complete in `out` is kept."""
     latest = checkpointing.latest_checkpoint(out)
     if error is None:
         if latest is None:
-            return "no checkpoint was complete: run the same command again to start over"
-        return f"{latest.name} is kept: run the same command with --resume to go on"
+            return Worded("no checkpoint was complete: {again} to start over")
+        return Worded("{kept} is kept: {again_with_resume} to go on", kept=latest.name)
     fix = "make room" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
     if latest is None:
-        return f"no checkpoint was complete: {fix}, then run the same command again"
-    return f"{latest.name} is kept: {fix}, then run the same command with --resume"
+        return Worded("no checkpoint was complete: {fix}, then {again}", fix=fix)
+    return Worded("{kept} is kept: {fix}, then {again_with_resume}", kept=latest.name, fix=fix)
 
 
 def _run(
@@ -674,11 +677,19 @@ def _check_out(out: Path, resume: bool) -> None:
         remove_temporaries(directory)
     has_checkpoint = checkpointing.latest_checkpoint(out) is not None
     if not resume and (has_checkpoint or (out / FINAL_DIR).exists()):
-        raise ValueError(f"--out {out} already holds a run; add --resume or choose another --out")
+        raise ValueError(
+            Worded(
+                "{out} {path} already holds a run; add {resume} or choose another {out}", path=out
+            )
+        )
     finetuned = [name for name in FINETUNE_OUTPUTS if (out / name).exists()]
     if finetuned:
         raise ValueError(
-            f"--out {out} holds a fine-tuning run ({finetuned[0]}); choose another --out"
+            Worded(
+                "{out} {path} holds a fine-tuning run ({name}); choose another {out}",
+                path=out,
+                name=finetuned[0],
+            )
         )
 
 

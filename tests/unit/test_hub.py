@@ -197,6 +197,8 @@ def test_hub_failures_become_one_line(monkeypatch, error, expected_type, fragmen
     with pytest.raises(expected_type) as caught:
         hub.resolve("org/some-model", revision="v9")
     assert fragment in str(caught.value) and "\n" not in str(caught.value)
+    # From Python, the one line came after ~40 lines of the chained HTTP client's traceback.
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 
 def test_offline_mode_is_named_as_the_reason(monkeypatch):

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 
 # Lowest first. A module may import from its own layer and the layers below it, never above.
 LAYERS = (
-    ("atomic", "text_files", "optional"),  # files complete or absent; corpus files; extras
+    ("atomic", "text_files", "optional", "wording"),  # whole files; corpus files; extras; words
     ("config", "metrics", "runtime", "threads", "tokenization_fast", "hub", "model_card"),
     ("basic_tokenization",),  # BERT's normalization and pre-tokenization as tokenizers steps
     ("tokenization",),

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.data.tasks.files import at, existing_file, read_jsonl, require_examples, text_lines
+from bertlab.wording import Worded
 
 Column = str | int  # a header name, or a 0-based position in files without a header
 
@@ -241,11 +243,31 @@ def _header_positions(
         elif column in names:
             positions[field] = names.index(column)
         else:
-            raise ValueError(
-                f"{at(path, line_number)}: no column {column!r} ({field}) in the header; "
-                f"columns are {names}"
-            )
+            raise _missing_column(at(path, line_number), column, field, names, columns)
     return positions
+
+
+def _missing_column(
+    where: str, column: str, field: str, names: list[str], columns: ColumnSpec
+) -> ValueError:
+    """The error for a column (or JSON key) that is not there, suggesting the closest one
+    that no other field reads: `ColumnSpec(text_a='sentence')`, `--text-column 'sentence'`."""
+    taken = set(columns.named().values())
+    free = [name for name in names if name not in taken]
+    closest = difflib.get_close_matches(column, free, n=1, cutoff=0.0)
+    # `field` (text_a, text_b, label) selects the words: `text_a` or `--text-column`.
+    template = "{where}: no column {column} ({" + field + "}) in the file; columns are {names}"
+    if closest:
+        template += "; to read {closest}, give {set_" + field + "}{closest}{end_set}"
+    return ValueError(
+        Worded(
+            template,
+            where=where,
+            column=repr(column),
+            names=names,
+            closest=repr(closest[0]) if closest else "",
+        )
+    )
 
 
 def _read_jsonl_examples(
@@ -256,7 +278,7 @@ def _read_jsonl_examples(
         fields = {}
         for field, key in columns.named().items():
             if key not in record:
-                raise ValueError(f"{at(path, line_number)}: no key {key!r} ({field})")
+                raise _missing_column(at(path, line_number), key, field, list(record), columns)
             fields[field] = record[key]
         examples.append(_example(fields, columns, labels, path, line_number))
     return require_examples(examples, path)

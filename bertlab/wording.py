@@ -1,0 +1,52 @@
+"""Messages that name a setting say it as the caller gives it: the Python API's keyword
+(`resume=True`) in the library, the command line's flag (`--resume`) in `bertlab.cli`.
+
+The library words a message with `Worded`: its text is in the API's words, and it keeps the
+template, so that the command line can word it again with its own flags (`Worded.worded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# How the API names each setting or step a message may ask for.
+API_WORDS = {
+    "out": "out",
+    "resume": "resume=True",
+    "overwrite": "overwrite=True",
+    "again": "run it again",
+    "again_with_resume": "run it again with resume=True",
+    "again_without_resume": "run it again with resume=False",
+    # the columns a task file is read from: `ColumnSpec`'s fields
+    "text_a": "text_a",
+    "text_b": "text_b",
+    "label": "label",
+    "set_text_a": "ColumnSpec(text_a=",
+    "set_text_b": "ColumnSpec(text_b=",
+    "set_label": "ColumnSpec(label=",
+    "end_set": ")",
+}
+
+
+class Worded(str):
+    """A message in the API's words that keeps its template for other words.
+
+    Example:
+        >>> message = Worded("{out} {path} already holds a run; add {resume}", path="runs/x")
+        >>> str(message)
+        'out runs/x already holds a run; add resume=True'
+        >>> message.worded({"out": "--out", "resume": "--resume"})
+        '--out runs/x already holds a run; add --resume'
+    """
+
+    template: str
+    values: dict[str, object]
+
+    def __new__(cls, template: str, **values: object) -> Worded:
+        text = super().__new__(cls, template.format_map({**API_WORDS, **values}))
+        text.template, text.values = template, values
+        return text
+
+    def worded(self, words: Mapping[str, str]) -> str:
+        """The message with `words` for the settings (the API's for any `words` lacks)."""
+        return self.template.format_map({**API_WORDS, **words, **self.values})
