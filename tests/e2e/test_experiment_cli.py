@@ -440,6 +440,8 @@ def test_transfer_with_arms_fine_tunes_every_corpus_and_the_word_vector_twin(tmp
     assert {p: p.stat().st_mtime_ns for p in out.rglob(TEST_FILE)} == stamps
 
 
+@pytest.mark.slow  # a minute of two timed pre-training arms; the default tier's transfer test
+# runs the same command with masked LM
 def test_electra_arms_fine_tune_the_discriminator_at_each_point(tmp_path) -> None:
     data = _data_dir(tmp_path / "data")
     reviews = _in_domain_corpus(tmp_path)
