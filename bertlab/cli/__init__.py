@@ -19,6 +19,7 @@ from bertlab.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_USER_ERROR,
+    ArgumentParser,
     CommandError,
     add_threads_flag,
 )
@@ -52,7 +53,7 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="bertlab",
         description="Pre-train, fine-tune and inspect BERT-style models. "
         "Run `bertlab COMMAND --help` for the options of each command.",

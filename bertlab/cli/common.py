@@ -1,16 +1,124 @@
-"""What every `bertlab` subcommand shares: the user-error exception, exit codes, `--threads`."""
+"""What every `bertlab` subcommand shares: the user-error exception, exit codes, the parser,
+`--threads`."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 EXIT_USER_ERROR = 1
+EXIT_USAGE_ERROR = 2  # a command line that cannot be parsed: the Unix convention (and argparse's)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT (Ctrl-C)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head -1`'s writer
 
 
 class CommandError(Exception):
     """An error the user can fix; printed as one line, without a traceback."""
+
+
+EXPECTED_FORMS = {int: "a whole number (e.g. 8)", float: "a number (e.g. 0.5 or 1e-4)"}
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with usage errors as one line: what is wrong and, where a flag, a command
+    or a choice is misspelt, the close one ("did you mean"); exit code 2, no usage dump.
+
+    `bertlab`'s parser is one, and so is every subcommand's (argparse's `add_subparsers` makes its
+    parsers of the parent's class). `defer_flags` adds flags only when their command is parsed.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferred_flags: list[Callable[[argparse.ArgumentParser], None]] = []
+        self._arg_strings: list[str] = []
+
+    def defer_flags(self, add_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+        """Call `add_flags(self)` only when this command is parsed or its help shown: for flags
+        whose help or defaults come from modules that import torch (`bertlab --help` must not)."""
+        self._deferred_flags.append(add_flags)
+
+    def add_deferred_flags(self) -> None:
+        """Add every flag that `defer_flags` put off, in the order it was given."""
+        while self._deferred_flags:
+            self._deferred_flags.pop(0)(self)
+
+    def format_help(self) -> str:
+        self.add_deferred_flags()
+        return super().format_help()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.add_deferred_flags()
+        self._arg_strings = list(sys.argv[1:] if args is None else args)
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:  # a subcommand's parser takes every later argument: none can be the parent's
+            self.error(self._unrecognized(extras))
+        return namespace, extras
+
+    def error(self, message: str) -> NoReturn:
+        unknown = list(self._unknown_flags(self._arg_strings))
+        if unknown:  # "required: --corpus" is no help when the user typed --corpu
+            message = self._unrecognized(unknown)
+        if "did you mean" not in message:
+            message += f"; run `{self.prog} --help` for the options"
+        self.exit(EXIT_USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError:
+            expected = EXPECTED_FORMS.get(action.type)
+            if expected is None:  # the type's own message (a duration, ...) says it already
+                raise
+            message = f"expected {expected}, got {arg_string!r}"
+            raise argparse.ArgumentError(action, message) from None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(choice) for choice in action.choices]
+        if isinstance(action, argparse._SubParsersAction):
+            what = f"unknown {(action.metavar or 'command').lower()} {value!r}"
+            argument = None  # argparse would say "argument COMMAND: ..."
+        else:
+            what, argument = f"invalid choice: {value!r}", action
+        close = difflib.get_close_matches(str(value), choices, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"choose from {', '.join(choices)}"
+        raise argparse.ArgumentError(argument, f"{what}; {hint}")
+
+    def _unknown_flags(self, arg_strings: Sequence[str]) -> Iterator[str]:
+        """The arguments that look like flags of this parser but are none of them."""
+        commands = [
+            name
+            for action in self._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices
+        ]
+        for arg in arg_strings:
+            if arg == "--" or arg in commands:  # the rest is a value or a subcommand's
+                return
+            if not arg.startswith("-") or arg == "-" or self._negative_number_matcher.match(arg):
+                continue
+            name = arg.split("=", 1)[0]
+            known = self._option_string_actions
+            is_abbreviation = name.startswith("--") and any(o.startswith(name) for o in known)
+            is_short_with_value = not name.startswith("--") and name[:2] in known
+            if name not in known and not is_abbreviation and not is_short_with_value:
+                yield name
+
+    def _unrecognized(self, extras: Sequence[str]) -> str:
+        flags = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-") and arg != "-"]
+        if not flags:
+            return f"unexpected argument{'s' if len(extras) > 1 else ''} {' '.join(extras)}"
+        message = f"unrecognized argument{'s' if len(flags) > 1 else ''} {' '.join(flags)}"
+        # Compared without the dashes, which every long option shares.
+        options = [o[2:] for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(flags[0].lstrip("-"), options, n=1)
+        return f"{message}; did you mean --{close[0]}?" if close else message
 
 
 THREADS_HELP = (
