@@ -1,5 +1,10 @@
 """bertlab: pre-train, fine-tune and inspect BERT-style models on the hardware you have."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 # Before anything imports torch: OpenMP reads its wait policy once, when torch loads it, and
 # threads that spin make training fall off a cliff on a machine doing something else
 # (bertlab.threads explains; a policy set in the environment wins).
@@ -7,18 +12,37 @@ from bertlab.threads import use_passive_waiting
 
 use_passive_waiting()
 
-from bertlab.applications import PretrainedBert, load  # noqa: E402 (after the wait policy)
-from bertlab.config import BertConfig  # noqa: E402
-from bertlab.heads import (  # noqa: E402
-    BertForMultipleChoice,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-)
-from bertlab.modeling import BertForPreTraining, BertModel  # noqa: E402
-from bertlab.tokenization import Tokenizer  # noqa: E402
-from bertlab.training.loop import PretrainResult  # noqa: E402
-from bertlab.training.pretrain_run import PretrainRun, run_pretraining  # noqa: E402
+# The public names, each with the module it lives in. They load on first use (PEP 562), so that
+# `import bertlab.cli` for `bertlab --help` does not import torch (a few seconds on a busy machine).
+_PUBLIC = {
+    "BertConfig": "bertlab.config",
+    "BertModel": "bertlab.modeling",
+    "BertForPreTraining": "bertlab.modeling",
+    "BertForSequenceClassification": "bertlab.heads",
+    "BertForTokenClassification": "bertlab.heads",
+    "BertForQuestionAnswering": "bertlab.heads",
+    "BertForMultipleChoice": "bertlab.heads",
+    "Tokenizer": "bertlab.tokenization",
+    "PretrainRun": "bertlab.training.pretrain_run",
+    "PretrainResult": "bertlab.training.loop",
+    "run_pretraining": "bertlab.training.pretrain_run",
+    "load": "bertlab.applications",
+    "PretrainedBert": "bertlab.applications",
+}
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
+    from bertlab.applications import PretrainedBert, load
+    from bertlab.config import BertConfig
+    from bertlab.heads import (
+        BertForMultipleChoice,
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+    )
+    from bertlab.modeling import BertForPreTraining, BertModel
+    from bertlab.tokenization import Tokenizer
+    from bertlab.training.loop import PretrainResult
+    from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 
 __all__ = [
     "BertConfig",
@@ -34,5 +58,18 @@ __all__ = [
     "run_pretraining",
     "load",
     "PretrainedBert",
-]
+]  # the keys of _PUBLIC, spelled out for tools that read __all__
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """`bertlab.load`, `bertlab.BertModel`, ...: import the module that holds `name` once."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bertlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

@@ -8,7 +8,7 @@ from bertlab.cli.common import CommandError
 
 
 def add_embed_command(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.features import FORMATS, PAIR_SEPARATOR, POOLINGS
+    from bertlab.cli.library_constants import FORMATS, PAIR_SEPARATOR, POOLINGS
 
     embed = subparsers.add_parser(
         "embed",

@@ -31,10 +31,12 @@ def add_transfer_command(commands: argparse._SubParsersAction) -> None:
         "and OUT/results.json. Running the same command again continues an interrupted run; "
         "one with other settings (OUT/settings.json) is refused.",
     )
-    _add_transfer_run_flags(transfer)
-    _add_transfer_pretrain_flags(transfer)
-    _add_transfer_arm_flags(transfer)
-    _add_transfer_finetune_flags(transfer)
+    # The experiments' flags read their defaults from the apps, which import torch: they are
+    # added when their experiment is parsed, so `bertlab --help` stays fast.
+    transfer.defer_flags(_add_transfer_run_flags)
+    transfer.defer_flags(_add_transfer_pretrain_flags)
+    transfer.defer_flags(_add_transfer_arm_flags)
+    transfer.defer_flags(_add_transfer_finetune_flags)
     transfer.set_defaults(handler=run_transfer_command)
 
 
@@ -200,8 +202,8 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
     add("--data", required=True, help="the data directory (layout of ../shared/data)")
     add("--out", required=True, help="experiment directory")
     add("--no-progress", action="store_true", help="hide progress bars")
-    _add_ablation_pretrain_flags(ablation)
-    _add_ablation_finetune_flags(ablation)
+    ablation.defer_flags(_add_ablation_pretrain_flags)
+    ablation.defer_flags(_add_ablation_finetune_flags)
     ablation.set_defaults(handler=run_ablation_command)
 
 
@@ -361,8 +363,6 @@ def run_transfer_command(args: argparse.Namespace) -> int:
 
 
 def add_strategies_command(commands: argparse._SubParsersAction) -> None:
-    from bertlab.apps.strategies import BERT_DEFAULT, STRATEGIES, STRATEGY_ROWS, StrategiesConfig
-
     strategies = commands.add_parser(
         "strategies",
         help="fine-tuning strategies with few labels: BERT's, layer-wise decay, ULMFiT's, "
@@ -374,6 +374,13 @@ def add_strategies_command(commands: argparse._SubParsersAction) -> None:
         "OUT/results.json; running the same command again continues an interrupted run. "
         "See docs/finetuning.md#fine-tuning-strategies.",
     )
+    strategies.defer_flags(_add_strategies_flags)
+    strategies.set_defaults(handler=run_strategies_command)
+
+
+def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
+    from bertlab.apps.strategies import BERT_DEFAULT, STRATEGIES, STRATEGY_ROWS, StrategiesConfig
+
     defaults = StrategiesConfig
     add = strategies.add_argument
     add("--data", required=True, help="the data directory (layout of ../shared/data)")
@@ -405,7 +412,6 @@ def add_strategies_command(commands: argparse._SubParsersAction) -> None:
         help="every strategy's top fine-tuning rate (default: %(default)g)",
     )
     add("--no-progress", action="store_true", help="hide progress bars")
-    strategies.set_defaults(handler=run_strategies_command)
 
 
 def run_strategies_command(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@ from bertlab.cli.common import CommandError
 
 
 def add_language_model_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+    from bertlab.cli.library_constants import DEFAULT_MAX_NEW_TOKENS
+    from bertlab.cli.library_constants import GENERATE_TOP_K as DEFAULT_TOP_K
 
     generate = subparsers.add_parser(
         "generate",

@@ -279,7 +279,7 @@ def _add_strategy_flags(
 
 
 def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.feature_heads import LAYER_COMBINATIONS
+    from bertlab.cli.library_constants import LAYER_COMBINATIONS
 
     group = parser.add_argument_group(
         "feature-based",
@@ -304,7 +304,7 @@ def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_precision_flag(parser: argparse._ActionsContainer, default: str) -> None:
-    from bertlab.runtime import PRECISIONS
+    from bertlab.cli.library_constants import PRECISIONS
 
     parser.add_argument(
         "--precision",

@@ -1,0 +1,76 @@
+"""`bertlab --help` and every `bertlab COMMAND --help` answer without importing torch or gensim.
+
+Importing torch takes seconds on a busy machine; the parser takes the few library constants it
+shows from `bertlab.cli.library_constants`, whose literals must equal the library's own.
+"""
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from bertlab.cli import build_parser
+from bertlab.cli import library_constants as constants
+
+HEAVY = ("torch", "gensim")
+
+
+def command_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple]:
+    """Every command and subcommand, as the words that name it (`("neighbours", "word2vec")`)."""
+    found = [path]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                found += command_paths(command, (*path, name))
+    return found
+
+
+def test_each_literal_equals_the_library_constant_it_copies():
+    for literal, module, name in constants.DECLARED_IN:
+        declared = getattr(importlib.import_module(module), name)
+        if isinstance(declared, dict):  # a mapping's keys are the choices
+            declared = tuple(declared)
+        assert getattr(constants, literal) == declared, f"{literal} != {module}.{name}"
+
+
+def test_top_level_help_imports_neither_torch_nor_gensim():
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bertlab", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()]
+    assert not [module for module in imported if module.split(".")[0] in HEAVY]
+
+
+def test_no_command_help_imports_torch_or_gensim():
+    # The experiments' own flags (`experiment transfer --help`) read the apps' configs, which
+    # import torch; they are added only when that experiment is parsed.
+    paths = [p for p in command_paths(build_parser()) if p[:1] != ("experiment",) or len(p) == 1]
+    assert len(paths) > 15
+    script = (
+        "import contextlib, io, sys\n"
+        "from bertlab.cli import build_parser\n"
+        f"for path in {paths!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        build_parser().parse_args([*path, '--help'])\n"
+        f"    heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})[:3]\n"
+        "    if heavy:\n"
+        "        sys.exit(f'bertlab {\" \".join(path)} --help imported {heavy}')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name", ["transfer", "ablation", "strategies"])
+def test_an_experiments_deferred_flags_are_in_its_help(name, capsys):
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["experiment", name, "--help"])
+    assert "--seeds" in capsys.readouterr().out
