@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,14 @@ MODEL_MAX_LENGTH = 512  # BERT paper, Appendix A.2: sequences of at most 512 tok
 NUM_SPECIAL_TOKENS_SINGLE = 2  # [CLS] A [SEP]
 NUM_SPECIAL_TOKENS_PAIR = 3  # [CLS] A [SEP] B [SEP]
 PAIR_SEGMENT_ID = 1  # token_type_ids of sentence B (BERT paper Sec. 3, segment embeddings)
+# An input is "mostly [UNK]" from half of its pieces on (special tokens aside): the model then
+# reads more unknown pieces than known ones, typically a text in a language the vocabulary does
+# not cover (Chinese text for an English model is ~90% [UNK]). Warned about by the commands.
+MOSTLY_UNKNOWN_SHARE = 0.5
+# Lone surrogates: what Python makes of bytes that are not UTF-8 in argv, or in a stream read
+# with errors="surrogateescape" (PEP 383); no tokenizer can encode them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_QUOTED_CHARS = 60  # how much of a bad text an error message quotes
 
 
 def check_fits_vocabulary(tokenizer: Tokenizer, vocab_size: int) -> None:
@@ -135,6 +144,36 @@ class TokenizerOptions:
 Encoding = dict  # input_ids, token_type_ids, attention_mask[, offset_mapping]: lists (of lists)
 ENCODING_KEYS = ("input_ids", "token_type_ids", "attention_mask")  # HF names
 OFFSETS_KEY = "offset_mapping"
+
+
+def check_utf8(texts: Sequence[str], what: str = "the text") -> None:
+    """Refuse a text that holds bytes that are not UTF-8 (as lone surrogates, PEP 383).
+
+    Example: check_utf8(["\\udce8abc"]) -> ValueError: the text '\\xe8abc' is not UTF-8 (at
+    character 1); convert it first (e.g. iconv -t utf-8).
+
+    Raises:
+        ValueError: naming `what`, the text (on one line, bad bytes as `\\xNN`) and its first
+            bad character.
+    """
+    for text in texts:
+        found = _SURROGATE.search(text) if isinstance(text, str) else None
+        if found is not None:
+            shown = "".join(map(_shown, text[:MAX_QUOTED_CHARS]))
+            shown += "…" if len(text) > MAX_QUOTED_CHARS else ""
+            raise ValueError(
+                f"{what} '{shown}' is not UTF-8 (at character {found.start() + 1}); convert it "
+                "first (e.g. iconv -t utf-8)"
+            )
+
+
+def _shown(character: str) -> str:
+    """`character` as an error message shows it: `\\xe8` for the byte that a surrogateescape'd
+    character stands for, escaped when not printable (a line break, NUL), else itself."""
+    code = ord(character)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    return character if character.isprintable() else repr(character)[1:-1]
 
 
 class Tokenizer:
@@ -304,7 +343,11 @@ class Tokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """Word pieces of `text`, no [CLS]/[SEP]: `"unaffable" -> ["un", "##aff", "##able"]`."""
-        return self._backend.encode(text, add_special_tokens=False).tokens
+        try:
+            return self._backend.encode(text, add_special_tokens=False).tokens
+        except TypeError:  # the backend's words for a text that is not UTF-8
+            check_utf8([text])
+            raise
 
     def __call__(
         self,
@@ -349,7 +392,11 @@ class Tokenizer:
         # [CLS]/[SEP] here: the library's "longest_first" splits an odd excess differently.
         firsts = [item[0] if isinstance(item, tuple) else item for item in inputs]
         seconds = [item[1] for item in inputs if isinstance(item, tuple)]
-        encodings = iter(self._encode_sides(firsts + seconds, return_offsets))
+        try:
+            encodings = iter(self._encode_sides(firsts + seconds, return_offsets))
+        except TypeError:  # the backend's words for a text that is not UTF-8
+            check_utf8(firsts + seconds)
+            raise
         sides = [next(encodings) for _ in firsts]
         pair_sides = {
             index: next(encodings) for index, item in enumerate(inputs) if isinstance(item, tuple)
@@ -363,6 +410,39 @@ class Tokenizer:
         if padding and rows:
             _pad_in_place(result, self.pad_token_id)
         return result if is_batch else {key: value[0] for key, value in result.items()}
+
+    def unknown_share(self, texts: Sequence[str] | Sequence[tuple[str, str]]) -> float:
+        """The share of [UNK] among the pieces of `texts` (texts or pairs), special tokens such
+        as [MASK] aside; 0.0 when they have no pieces.
+
+        Raises:
+            ValueError: a text that is not UTF-8 (`check_utf8`).
+        """
+        special = self.special_token_ids - {self.unk_token_id}
+        pieces = [
+            index
+            for ids in self(list(texts), truncation=False)["input_ids"]
+            for index in ids
+            if index not in special
+        ]
+        return pieces.count(self.unk_token_id) / len(pieces) if pieces else 0.0
+
+    def mostly_unknown_warning(
+        self, texts: Sequence[str] | Sequence[tuple[str, str]]
+    ) -> str | None:
+        """A warning for inputs whose pieces are mostly [UNK] (`MOSTLY_UNKNOWN_SHARE`), else
+        None: the model reads them as a run of one piece, whatever they say.
+
+        Raises:
+            ValueError: a text that is not UTF-8 (`check_utf8`).
+        """
+        share = self.unknown_share(texts)
+        if share < MOSTLY_UNKNOWN_SHARE:
+            return None
+        return (
+            f"{share:.0%} of the input's pieces are {UNK_TOKEN} for this model's vocabulary (is "
+            "it the model for this language?)"
+        )
 
     def encode_ids(self, texts: Sequence[str], num_workers: int = 1) -> list[list[int]]:
         """Piece ids of many texts, no [CLS]/[SEP] and no truncation, for bulk preprocessing.

@@ -440,3 +440,34 @@ def test_a_repeated_piece_in_vocab_txt_names_both_lines(tmp_path):
     path.write_text("[PAD]\n\n[UNK]\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="2 blank lines"):
         read_vocab_file(path)
+
+
+def test_a_text_that_is_not_utf8_is_refused_in_one_line_with_its_bytes(tokenizer):
+    """Bytes that are not UTF-8 reach Python as lone surrogates (PEP 383: argv, or a stream read
+    with surrogateescape); the backend's TypeError becomes a ValueError that shows them."""
+    bad = "\udce8abc [MASK]"  # b"\xe8abc [MASK]" decoded with surrogateescape
+    message = r"the text '\\xe8abc \[MASK\]' is not UTF-8 \(at character 1\)"
+    with pytest.raises(ValueError, match=message):
+        tokenizer(bad)
+    with pytest.raises(ValueError, match=message):
+        tokenizer(["hello", bad], return_offsets=True)
+    with pytest.raises(ValueError, match=message):
+        tokenizer("hello", bad)
+    with pytest.raises(ValueError, match=r"'a\\ud800' is not UTF-8"):
+        tokenizer.tokenize("a\ud800")
+    with pytest.raises(TypeError):  # not a text at all: the backend's own error stays
+        tokenizer([None])
+
+
+def test_a_mostly_unknown_input_gets_a_warning_with_its_share(tokenizer):
+    """[MASK] and the other special tokens are left out of the share; from half on it warns."""
+    assert tokenizer.unknown_share(["hello world"]) == 0.0
+    assert tokenizer.unknown_share(["zzz hello [MASK]"]) == 0.5
+    assert tokenizer.unknown_share([("zzz", "hello qqq")]) == pytest.approx(2 / 3)
+    assert tokenizer.unknown_share([""]) == 0.0
+    assert tokenizer.mostly_unknown_warning(["hello world zzz"]) is None
+    warning = tokenizer.mostly_unknown_warning(["zzz yyy hello [MASK]", "qqq"])
+    assert warning == (
+        "75% of the input's pieces are [UNK] for this model's vocabulary (is it the model for "
+        "this language?)"
+    )
