@@ -10,18 +10,22 @@ and a file mostly not UTF-8 are refused alike, each with one line naming the fil
 - `read_errors`: gzip's and zlib's errors while reading (not gzip, truncated, CRC mismatch),
   which `gzip_error` turns into the one-line `ValueError`;
 - `check_mostly_utf8`: after reading, a file whose lines are mostly not UTF-8 is refused;
-- `read_lines`: all of it for a reader that wants the plain lines.
+- `read_lines`: all of it for a reader that wants the plain lines; a line that is not UTF-8 is
+  skipped (and the first one's place logged), or refused with its place (`file:line`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import logging
 import os
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+logger = logging.getLogger(__name__)
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 65536  # the start of each file inspected for binary content
@@ -99,22 +103,40 @@ def check_mostly_utf8(path: Path, num_lines: int, num_skipped: int) -> None:
         )
 
 
-def read_lines(paths: Sequence[str | os.PathLike]) -> Iterator[str]:
-    """The non-blank lines of the files, stripped; a line that is not UTF-8 is skipped.
+def not_utf8_error(path: Path, line_number: int, error: UnicodeDecodeError) -> ValueError:
+    """The one-line error for line `line_number` (1-based) of `path` that is not UTF-8."""
+    return ValueError(
+        f"{path}:{line_number}: not UTF-8 (byte 0x{error.object[error.start]:02x} at byte "
+        f"{error.start + 1} of the line); convert the file first (e.g. iconv -t utf-8)"
+    )
+
+
+def read_lines(paths: Sequence[str | os.PathLike], do_skip_not_utf8: bool = True) -> Iterator[str]:
+    """The non-blank lines of the files, stripped.
+
+    Args:
+        paths: the files.
+        do_skip_not_utf8: skip a line that is not UTF-8 (the number skipped and the first one's
+            place are logged); False: refuse it, for readers whose lines must all be there.
 
     Raises:
         FileNotFoundError: a file is missing.
-        ValueError: a directory, a binary, broken gzip or mostly non-UTF-8 file.
+        ValueError: a directory, a binary, broken gzip or mostly non-UTF-8 file, or (unless
+            `do_skip_not_utf8`) a line that is not UTF-8, named `file:line`.
     """
     for path in check_files(paths):
         num_lines = num_skipped = 0
+        first_skipped = None
         try:
             with open_bytes(path) as (stream, _):
-                for raw_line in stream:
+                for line_number, raw_line in enumerate(stream, 1):
                     try:
                         line = raw_line.decode("utf-8").strip()
-                    except UnicodeDecodeError:
+                    except UnicodeDecodeError as error:
+                        if not do_skip_not_utf8:
+                            raise not_utf8_error(path, line_number, error) from error
                         num_skipped += 1
+                        first_skipped = first_skipped or line_number
                         continue
                     if line:
                         num_lines += 1
@@ -122,3 +144,10 @@ def read_lines(paths: Sequence[str | os.PathLike]) -> Iterator[str]:
         except READ_ERRORS as error:
             raise gzip_error(path, error) from error
         check_mostly_utf8(path, num_lines, num_skipped)
+        if num_skipped:
+            logger.warning(
+                "skipped %d line(s) that are not UTF-8, the first at %s:%d",
+                num_skipped,
+                path,
+                first_skipped,
+            )

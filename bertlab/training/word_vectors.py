@@ -111,7 +111,7 @@ def train_word_vectors(
     sentences = _Sentences(corpus, documents or (0, corpus.num_documents))
     if len(sentences.bounds) < 2:
         raise ValueError("no sentences to train word vectors on")
-    model = _word2vec(config, sentences=sentences)
+    model = _word2vec(config, corpus_iterable=sentences)
     logger.info(
         "word vectors: %d pieces x %d, %d epochs over %d sentences",
         len(model.wv),
@@ -133,9 +133,15 @@ def load_vectors(path: str | os.PathLike) -> KeyedVectors:
 
     Raises:
         MissingPackageError: gensim is not installed.
+        ValueError: the file is not in word2vec's binary format (gensim's words, with the file).
     """
     keyed_vectors = require("gensim.models.keyedvectors", "reading word vectors")
-    return keyed_vectors.KeyedVectors.load_word2vec_format(str(path), binary=True)
+    try:
+        return keyed_vectors.KeyedVectors.load_word2vec_format(str(path), binary=True)
+    except (ValueError, EOFError) as error:  # UnicodeDecodeError is a ValueError
+        raise ValueError(
+            f"{path} is not a word2vec binary file, as save_vectors writes ({error})"
+        ) from error
 
 
 def embedding_rows(
@@ -246,8 +252,6 @@ def train_word_level_vectors(
         ValueError: no word occurs `config.min_count` times.
     """
     model = _word2vec(config, corpus_file=str(corpus_file))
-    if not len(model.wv):
-        raise ValueError(f"no word occurs {config.min_count} times in {corpus_file}")
     logger.info("word vectors: %d words x %d", len(model.wv), config.vector_size)
     return model.wv
 
@@ -266,14 +270,17 @@ def nearest_words(vectors: KeyedVectors, word: str, top_k: int = 10) -> list[tup
 
 
 def _word2vec(config: WordVectorConfig, **source: Any) -> Word2Vec:
-    """gensim's Word2Vec trained as `config` says, on `sentences=` or `corpus_file=`.
+    """gensim's Word2Vec trained as `config` says, on `corpus_iterable=` or `corpus_file=`.
+
+    The vocabulary is built first, as gensim's constructor does, so that an empty one is
+    refused in our words (gensim's own: "you must first build vocabulary before training").
 
     Raises:
         MissingPackageError: gensim is not installed.
+        ValueError: no word occurs `config.min_count` times.
     """
     models = require("gensim.models", "training word vectors")
-    return models.Word2Vec(
-        **source,
+    model = models.Word2Vec(
         vector_size=config.vector_size,
         sg=METHODS[config.method],
         window=config.window,
@@ -284,3 +291,16 @@ def _word2vec(config: WordVectorConfig, **source: Any) -> Word2Vec:
         seed=config.seed,
         workers=config.workers or len(os.sched_getaffinity(0)),
     )
+    model.build_vocab(**source)
+    if not len(model.wv):
+        raise ValueError(
+            f"no word occurs at least {config.min_count} times (min_count) in the corpus of "
+            f"{model.corpus_total_words:,} words; lower min_count or give a larger corpus"
+        )
+    model.train(
+        **source,
+        total_examples=model.corpus_count,
+        total_words=model.corpus_total_words,
+        epochs=model.epochs,
+    )
+    return model

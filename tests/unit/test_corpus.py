@@ -20,6 +20,7 @@ from bertlab.data.corpus import (
 from bertlab.data.preflight import MAX_UNK_RATE
 from bertlab.data.pretraining import create_instances_from_document
 from bertlab.data.text_units import chinese_word_starts, split_sentences
+from bertlab.text_files import read_lines
 from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
 
@@ -511,3 +512,12 @@ def test_unknown_lang_and_objective_are_refused(tokenizer, corpus_files, tmp_pat
     corpus = build_corpus(corpus_files, tokenizer, tmp_path / "out", show_progress=False)
     with pytest.raises(ValueError, match="objective"):
         preflight_report(corpus, tokenizer, "nsp")
+
+
+def test_a_line_that_is_not_utf8_is_named_by_file_and_line(tmp_path, caplog):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"the bank\n\ncaf\xe9 of the river\nthe loan\n")
+    assert list(read_lines([corpus])) == ["the bank", "the loan"]  # skipped, and said where
+    assert f"the first at {corpus}:3" in caplog.text
+    with pytest.raises(ValueError, match=f"^{corpus}:3: not UTF-8 \\(byte 0xe9 at byte 4 of"):
+        list(read_lines([corpus], do_skip_not_utf8=False))

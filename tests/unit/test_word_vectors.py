@@ -13,6 +13,8 @@ from bertlab.tokenization import Tokenizer
 from bertlab.training.word_vectors import (
     WordVectorConfig,
     embedding_rows,
+    load_vectors,
+    train_word_level_vectors,
     train_word_vectors,
     warm_start,
 )
@@ -77,3 +79,21 @@ def test_bad_settings_are_refused() -> None:
         WordVectorConfig(method="glove")
     with pytest.raises(ValueError, match="epochs must be positive"):
         WordVectorConfig(epochs=0)
+
+
+def test_a_file_that_is_not_word2vec_binary_is_named(tmp_path) -> None:
+    """gensim's own words ("'utf-8' codec can't decode byte 0xe9") do not say which file."""
+    pytest.importorskip("gensim")
+    text_vectors = tmp_path / "vectors.txt"
+    text_vectors.write_bytes(b"2 3\ncaf\xe9 0.1 0.2 0.3\nab 0.1 0.2 0.3\n")
+    with pytest.raises(ValueError, match=f"^{text_vectors} is not a word2vec binary file"):
+        load_vectors(text_vectors)
+
+
+def test_no_word_reaching_min_count_is_refused_in_our_words(tmp_path) -> None:
+    pytest.importorskip("gensim")
+    words_file = tmp_path / "words.txt"
+    words_file.write_text("alpha beta gamma\ndelta\n", encoding="utf-8")
+    config = WordVectorConfig(vector_size=8, epochs=1, workers=1, min_count=5)
+    with pytest.raises(ValueError, match="no word occurs at least 5 times .* of 4 words"):
+        train_word_level_vectors(words_file, config)
