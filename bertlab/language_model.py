@@ -22,7 +22,7 @@ import torch
 
 from bertlab.features import pad_sequences
 from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenization import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
 
 LOG_PROBABILITY = "log-probability"  # a causal model's: a true log-probability
 PSEUDO_LOG_LIKELIHOOD = "pseudo-log-likelihood"  # a masked model's (Salazar et al. 2020)
@@ -53,6 +53,12 @@ class SentenceScore:
         """exp(-mean log-probability per piece): the (pseudo-)perplexity."""
         return math.exp(-self.total / max(1, len(self.log_probs)))
 
+    @property
+    def is_all_unknown(self) -> bool:
+        """Every piece of the text is [UNK]: the model scored a run of one piece, not the text,
+        so its score says nothing about the text and ranks it only by its length."""
+        return all(piece == UNK_TOKEN for piece in self.pieces if piece != SEP_TOKEN)
+
 
 def score_texts(
     model: BertForPreTraining, tokenizer: Tokenizer, texts: Sequence[str], batch_size: int = 32
@@ -69,13 +75,21 @@ def score_texts(
         One `SentenceScore` per text, in order.
 
     Raises:
-        ValueError: a text without pieces.
+        ValueError: a text without pieces, or one longer than the model's positions (the score
+            of a cut text would be ranked among whole ones).
     """
-    encodings = tokenizer(list(texts), max_length=model.config.max_position_embeddings)
-    input_ids = encodings["input_ids"]
+    input_ids = tokenizer(list(texts), truncation=False)["input_ids"]
+    limit = model.config.max_position_embeddings
     for text, ids in zip(texts, input_ids, strict=True):
-        if len(ids) <= 2:
+        if len(ids) <= NUM_SPECIAL_TOKENS_SINGLE:
             raise ValueError(f"nothing to score in {text!r}")
+        if len(ids) > limit:
+            raise ValueError(
+                f"{_quoted(text)} has {len(ids) - NUM_SPECIAL_TOKENS_SINGLE:,} pieces, more than "
+                f"the {limit - NUM_SPECIAL_TOKENS_SINGLE:,} that the model reads with [CLS] and "
+                "[SEP]: only a cut sentence could be scored, and its score is not comparable "
+                "with whole ones; split or shorten it"
+            )
     if model.config.is_causal:
         log_probs = _causal_log_probs(model, input_ids, batch_size)
         scored = [ids[1:] for ids in input_ids]  # every piece after [CLS], [SEP] included
@@ -88,6 +102,11 @@ def score_texts(
         SentenceScore(text, kind, tokenizer.convert_ids_to_tokens(ids), values)
         for text, ids, values in zip(texts, scored, log_probs, strict=True)
     ]
+
+
+def _quoted(text: str, width: int = 40) -> str:
+    """`text` quoted, its first `width` characters only."""
+    return repr(text if len(text) <= width else text[:width] + "…")
 
 
 @torch.no_grad()
@@ -160,7 +179,8 @@ def generate(
         The prompt and its continuation, as text.
 
     Raises:
-        ValueError: a masked (bidirectional) model, or a bad setting.
+        ValueError: a masked (bidirectional) model, a bad setting, or a prompt that fills the
+            model's positions (nothing could follow it).
     """
     if not model.config.is_causal:
         raise ValueError(
@@ -170,9 +190,14 @@ def generate(
     if not temperature > 0 or max_new_tokens < 1 or (top_k is not None and top_k < 1):
         raise ValueError("need temperature > 0, max_new_tokens >= 1 and top_k >= 1 (or None)")
     generator = torch.Generator().manual_seed(seed)
-    ids = tokenizer(prompt)["input_ids"][:-1]  # [CLS] and the prompt's pieces, no [SEP]
+    ids = tokenizer(prompt, truncation=False)["input_ids"][:-1]  # [CLS] and the prompt, no [SEP]
     banned = [tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.mask_token_id]
     limit = model.config.max_position_embeddings
+    if len(ids) >= limit:
+        raise ValueError(
+            f"the prompt has {len(ids) - 1:,} pieces, but the model reads {limit:,} positions "
+            f"([CLS] included): nothing could follow it; shorten it to fewer than {limit - 1:,}"
+        )
     for _ in range(max_new_tokens):
         if len(ids) >= limit:
             break

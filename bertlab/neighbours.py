@@ -65,11 +65,9 @@ def embedding_neighbours(
     Special tokens, Google's `[unused]` rows and the word's own pieces are left out.
 
     Raises:
-        ValueError: the word has no piece, or only [UNK].
+        ValueError: the word has no piece, or only [UNK]s.
     """
-    ids = tokenizer(word)["input_ids"][1:-1]
-    if not ids or ids == [tokenizer.unk_token_id]:
-        raise ValueError(f"{word!r} is not in the vocabulary (its pieces: [UNK])")
+    ids = known_pieces(tokenizer, word)
     table = model.embeddings.word_embeddings.weight.detach().float()  # (V, H)
     query = table[ids].mean(dim=0)  # (H,)
     similarity = torch.nn.functional.cosine_similarity(table, query[None], dim=-1)  # (V,)
@@ -79,6 +77,21 @@ def embedding_neighbours(
     similarity[list(excluded)] = -float("inf")
     top = similarity.topk(min(top_k, table.shape[0] - len(excluded)))
     return [(pieces[index], float(score)) for score, index in zip(*top, strict=True)]
+
+
+def known_pieces(tokenizer: Tokenizer, word: str) -> list[int]:
+    """The ids of `word`'s pieces, refusing a word whose pieces are all [UNK]: its vector would
+    be the [UNK] row's (or the vector of whatever stands in a sentence where it is), the same
+    for every such word.
+
+    Raises:
+        ValueError: the word has no piece, or only [UNK]s.
+    """
+    ids = tokenizer(word)["input_ids"][1:-1]
+    if all(index == tokenizer.unk_token_id for index in ids):
+        pieces = " ".join(tokenizer.convert_ids_to_tokens(ids)) or "none"
+        raise ValueError(f"{word!r} is not in the vocabulary (its pieces: {pieces})")
+    return ids
 
 
 def word_spans(sentence: str, word: str) -> list[tuple[int, int]]:
@@ -107,9 +120,10 @@ def word_vectors_in(
     `layer` (0 the embeddings, -1 the last) averaged over the word's pieces.
 
     Raises:
-        ValueError: a layer the model does not have.
+        ValueError: a layer the model does not have, or a word whose pieces are all [UNK].
     """
     (layer,) = check_layers([layer], model.config.num_hidden_layers)
+    known_pieces(tokenizer, word)
     found = [(sentence, span) for sentence in sentences for span in word_spans(sentence, word)]
     occurrences = []
     limit = model.config.max_position_embeddings

@@ -79,3 +79,31 @@ def test_fill_mask_refuses_a_left_to_right_model(tiny_config, tokenizer):
     with pytest.raises(ValueError, match="left-to-right .* `bertlab generate`"):
         fill_mask(causal, tokenizer, "the [MASK] sat")
     check_reads_both_sides(tiny_config)  # a masked model passes
+
+
+def test_a_sentence_longer_than_the_positions_is_refused_not_cut(tiny_config, tokenizer):
+    """A cut sentence's score would be ranked among whole ones: refused, saying why."""
+    model = _model(tiny_config, tokenizer, is_causal=False)
+    limit = model.config.max_position_embeddings
+    long_text = " ".join(["the cat"] * limit)
+    with pytest.raises(ValueError, match=f"has {2 * limit} pieces, more than the {limit - 2}"):
+        score_texts(model, tokenizer, ["the cat sat", long_text])
+    fits = " ".join(["cat"] * (limit - 2))
+    assert len(score_texts(model, tokenizer, [fits])[0].log_probs) == limit - 2
+
+
+def test_a_prompt_that_fills_the_positions_is_refused(tiny_config, tokenizer):
+    model = _model(tiny_config, tokenizer, is_causal=True)
+    limit = model.config.max_position_embeddings
+    with pytest.raises(ValueError, match="nothing could follow it"):
+        generate(model, tokenizer, " ".join(["cat"] * (limit - 1)), max_new_tokens=3)
+    text = generate(model, tokenizer, " ".join(["cat"] * (limit - 2)), max_new_tokens=3)
+    assert text.startswith("cat cat")
+
+
+def test_a_sentence_of_unknown_pieces_only_is_marked(tiny_config, tokenizer):
+    for is_causal in (False, True):
+        model = _model(tiny_config, tokenizer, is_causal=is_causal)
+        known, unknown, mixed = score_texts(model, tokenizer, ["the cat", "xyz 好", "the xyz"])
+        assert unknown.is_all_unknown and unknown.pieces[0] == "[UNK]"
+        assert not known.is_all_unknown and not mixed.is_all_unknown

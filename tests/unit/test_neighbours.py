@@ -118,3 +118,14 @@ def test_word_level_vectors_answer_most_similar(tmp_path):
     assert len(near) == 3 and all(-1.0 <= score <= 1.0 for _, score in near)
     with pytest.raises(ValueError, match="has no vector"):
         nearest_words(vectors, "zebra")
+
+
+def test_a_word_of_unknown_pieces_only_is_refused(model_and_tokenizer):
+    """Its vector would be the [UNK] row's, the same for every unknown word."""
+    model, tokenizer = model_and_tokenizer
+    for word in ("zebra", "斑马", "zebra-crossing"):
+        with pytest.raises(ValueError, match=f"'{word}' is not in the vocabulary"):
+            embedding_neighbours(model, tokenizer, word)
+        with pytest.raises(ValueError, match="its pieces: \\[UNK\\]"):
+            word_vectors_in(model, tokenizer, [f"the {word} of the river"], word)
+    assert embedding_neighbours(model, tokenizer, "bank-zebra", top_k=2)  # one known piece
