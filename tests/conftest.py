@@ -23,6 +23,17 @@ TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Torch on one thread for a test: tiny models spend their time in thread hand-offs, and on a
+    busy 2-core machine two threads make a step up to 20x slower than one. A module opts in with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def tiny_config() -> BertConfig:
     return BertConfig(
         vocab_size=99,

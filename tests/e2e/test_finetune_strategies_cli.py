@@ -35,12 +35,7 @@ FAMILIES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def finetune(capsys, task_vocab, out, task, data, *extra) -> tuple[int, str, str]:

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from bertlab.cli import main
 
@@ -21,12 +20,7 @@ REVIEW_COLUMNS = ("--text-column", "review", "--label-column", "sentiment", "--i
 EXIT_USER_ERROR = 1
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def run_cli(capsys, *argv: object) -> tuple[int, str, str]:

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from huggingface_hub import ModelCard
 
 from bertlab import PretrainRun, run_pretraining
@@ -18,12 +17,7 @@ from bertlab.model_card import format_value
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def row(name: str, value) -> str:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from bertlab.apps.flows import TEST_FILE, random_twin, win_loss_level
 from bertlab.apps.strategies import (
@@ -23,12 +22,7 @@ from bertlab.tokenization import Tokenizer
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _data_dir(directory: Path, lines: int) -> Path:

@@ -20,12 +20,7 @@ TRAIN = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_a_pretrained_model_predicts_masks_as_fill_mask_does(hub_cache, hub_model_folder):

@@ -210,7 +210,7 @@ def test_the_lock_file_goes_with_its_holder_and_a_removed_one_is_taken_anew(tmp_
     assert [path.name for path in out.iterdir()] == ["vocab.txt"]
 
 
-# --- replacing a run only once the new one has succeeded -------------------------------------------
+# --- replacing a run only once the new one has succeeded --------------------------------------
 
 
 def _earlier_run(directory: Path) -> dict[str, str]:

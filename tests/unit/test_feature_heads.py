@@ -31,12 +31,7 @@ from bertlab.training.finetune import ModelSource, TaskData, finetune_task
 WORDS = "the cat sat on mat dog ran paris london is big small".split()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("layers", LAYER_COMBINATIONS)

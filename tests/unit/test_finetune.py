@@ -33,14 +33,7 @@ from bertlab.training.metrics_log import MetricsLog, read_metrics
 WORDS = "good great fine bad awful poor movie film the a was is".split()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models spend their time in thread hand-offs; on a busy 2-core machine two threads
-    make a step 20x slower than one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

@@ -35,13 +35,7 @@ from bertlab.training.optim import (
 PEAK = 1e-3
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models spend their time in thread hand-offs; one thread is fastest."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

@@ -7,18 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_the_docs_have_python_examples():

@@ -6,7 +6,6 @@ import json
 import logging
 
 import pytest
-import torch
 
 from bertlab.apps.flows import ONE_CLASS, one_class_runs, seed_dir
 from bertlab.apps.transfer_report import results_table
@@ -27,13 +26,7 @@ WARNING = (
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models spend their time in thread hand-offs; one thread is faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_predictions_of_one_class_are_a_collapse_with_that_class_share_of_the_dev_set():
