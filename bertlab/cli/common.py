@@ -137,3 +137,10 @@ def add_threads_flag(parser: argparse._ActionsContainer, *, is_top_level: bool =
     """
     default = None if is_top_level else argparse.SUPPRESS
     parser.add_argument("--threads", type=int, default=default, help=THREADS_HELP)
+
+
+def warn(message: str | None) -> None:
+    """Print `message` (where there is one) as one `bertlab: warning:` line on stderr: what the
+    user should know about a result that the command still gives."""
+    if message:
+        print(f"bertlab: warning: {message}", file=sys.stderr)

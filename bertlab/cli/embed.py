@@ -49,9 +49,11 @@ def add_embed_command(subparsers: argparse._SubParsersAction) -> None:
 def run_embed(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from bertlab.cli.common import warn
     from bertlab.features import PAIR_SEPARATOR, extract_features, save_features
     from bertlab.hub import resolve
     from bertlab.inspection import load_encoder
+    from bertlab.text_files import read_lines
 
     if (args.input is None) == (args.text is None):
         raise CommandError("give --input FILE or --text TEXT (not both)")
@@ -62,7 +64,8 @@ def run_embed(args: argparse.Namespace) -> int:
         path = Path(args.input)
         if not path.is_file():
             raise CommandError(f"--input {path} does not exist")
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        # Every line or none: a line left out would be missing from the features unsaid.
+        lines = list(read_lines([path], do_skip_not_utf8=False))
     else:
         lines = args.text
     texts = [
@@ -74,6 +77,7 @@ def run_embed(args: argparse.Namespace) -> int:
     features = extract_features(
         model, tokenizer, texts, layers, args.pooling, args.batch_size, args.max_seq_length
     )
+    warn(tokenizer.mostly_unknown_warning(texts))
     path = save_features(features, args.out, args.format, {"model": str(args.model)})
     rows, num_layers, hidden = features.vectors.shape
     print(

@@ -43,15 +43,18 @@ def add_inspection_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_fill_mask(args: argparse.Namespace) -> int:
+    from bertlab.cli.common import warn
     from bertlab.hub import resolve
     from bertlab.inspection import fill_mask, load_for_fill_mask
 
     if args.top_k < 1:
         raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
     model, tokenizer = load_for_fill_mask(resolve(args.model))
-    for text in args.text:
+    results = [fill_mask(model, tokenizer, text, args.top_k) for text in args.text]
+    warn(tokenizer.mostly_unknown_warning(args.text))
+    for text, predictions in zip(args.text, results, strict=True):
         print(text)
-        for number, prediction in enumerate(fill_mask(model, tokenizer, text, args.top_k), 1):
+        for number, prediction in enumerate(predictions, 1):
             print(f"  [MASK] {number}:")
             for token, probability in zip(prediction.tokens, prediction.probabilities, strict=True):
                 print(f"    {token:<16} {probability:7.2%}")
@@ -59,6 +62,7 @@ def run_fill_mask(args: argparse.Namespace) -> int:
 
 
 def run_attention(args: argparse.Namespace) -> int:
+    from bertlab.cli.common import warn
     from bertlab.hub import resolve
     from bertlab.inspection import attention_maps, load_encoder, plot_attention
 
@@ -66,6 +70,7 @@ def run_attention(args: argparse.Namespace) -> int:
         raise CommandError(f"--out must name a .png file, got {args.out}")
     model, tokenizer = load_encoder(resolve(args.model))
     pieces, attentions = attention_maps(model, tokenizer, args.text, args.layer)
+    warn(tokenizer.mostly_unknown_warning([args.text]))
     layer = args.layer if args.layer > 0 else model.config.num_hidden_layers + 1 + args.layer
     path = plot_attention(pieces, attentions, layer, args.text, args.out)
     print(f"wrote {path} (layer {layer}, {attentions.shape[0]} heads, {len(pieces)} tokens)")

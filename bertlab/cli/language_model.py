@@ -43,6 +43,7 @@ def add_language_model_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    from bertlab.cli.common import warn
     from bertlab.hub import resolve
     from bertlab.inspection import load_with_lm_head
     from bertlab.language_model import generate
@@ -61,33 +62,49 @@ def run_generate(args: argparse.Namespace) -> int:
             top_k,
             args.seed + number,
         )
+        if number == 0:  # once the prompt is known to be usable
+            warn(tokenizer.mostly_unknown_warning([args.prompt]))
         print(text)
     return 0
 
 
 def run_score_text(args: argparse.Namespace) -> int:
+    from bertlab.cli.common import warn
     from bertlab.hub import resolve
     from bertlab.inspection import load_with_lm_head
     from bertlab.language_model import score_texts
 
     model, tokenizer = load_with_lm_head(resolve(args.model))
     scores = score_texts(model, tokenizer, args.text)
+    warn(tokenizer.mostly_unknown_warning(args.text))
     kind = scores[0].kind
     print(
         f"{kind} in nats ({'left-to-right' if model.config.is_causal else 'masked'} model), "
         "most probable first:"
     )
-    ranked = sorted(scores, key=lambda score: -score.total)
+    # A text of [UNK]s only is scored as a run of one piece: not ranked among the others.
+    ranked = sorted((s for s in scores if not s.is_all_unknown), key=lambda s: -s.total)
+    unranked = [score for score in scores if score.is_all_unknown]
     for rank, score in enumerate(ranked, 1):
+        _print_score(f"{rank}.", score, args.pieces)
+    if unranked:
         print(
-            f"{rank}. {score.total:9.2f}  ({len(score.log_probs)} pieces, "
-            f"perplexity {score.perplexity:,.1f})  {score.text}"
+            "not ranked (every piece is [UNK] for this model's vocabulary: the score is that of "
+            "a run of [UNK]s, whatever the text says):"
         )
-        if args.pieces:
-            print(
-                "     "
-                + "  ".join(
-                    f"{p} {v:.2f}" for p, v in zip(score.pieces, score.log_probs, strict=True)
-                )
-            )
+        for score in unranked:
+            _print_score("-", score, args.pieces)
     return 0
+
+
+def _print_score(rank: str, score, is_showing_pieces: bool) -> None:
+    """A sentence's line (and, if asked, one with its pieces' scores); `score`: SentenceScore."""
+    print(
+        f"{rank} {score.total:9.2f}  ({len(score.log_probs)} pieces, "
+        f"perplexity {score.perplexity:,.1f})  {score.text}"
+    )
+    if is_showing_pieces:
+        print(
+            "     "
+            + "  ".join(f"{p} {v:.2f}" for p, v in zip(score.pieces, score.log_probs, strict=True))
+        )

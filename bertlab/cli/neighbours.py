@@ -164,6 +164,7 @@ def run_contextual(args: argparse.Namespace) -> int:
     import numpy as np
 
     from bertlab.basic_tokenization import is_cjk_ideograph
+    from bertlab.cli.common import warn
     from bertlab.hub import resolve
     from bertlab.inspection import load_encoder
     from bertlab.neighbours import (
@@ -187,6 +188,7 @@ def run_contextual(args: argparse.Namespace) -> int:
         if not found:
             raise CommandError(f"--context {sentence!r} does not use {args.word!r}")
         queries.append(found[0])
+    warn(tokenizer.mostly_unknown_warning(args.context))
     sentences = reference_sentences(
         read_lines(args.reference), args.word, lang, args.max_occurrences
     )

@@ -53,5 +53,22 @@ def output_path(value: str) -> Path:
 
 
 def text_argument(value: str) -> str:
-    """`value`; `-`: the text of standard input, without its final line break."""
-    return sys.stdin.read().removesuffix("\n") if value == STREAM else value
+    """`value`; `-`: the text of standard input, without its final line break.
+
+    Raises:
+        CommandError: standard input is not UTF-8 (read strictly, as in a UTF-8 locale).
+        ValueError: it is not UTF-8 (read with surrogateescape, as in the C locale).
+    """
+    if value != STREAM:
+        return value
+    from bertlab.tokenization import check_utf8
+
+    try:
+        text = sys.stdin.read().removesuffix("\n")
+    except UnicodeDecodeError as error:
+        raise CommandError(
+            f"{STDIN_NAME} is not UTF-8 (byte 0x{error.object[error.start]:02x}); convert it "
+            "first (e.g. iconv -t utf-8)"
+        ) from error
+    check_utf8([text], STDIN_NAME)
+    return text

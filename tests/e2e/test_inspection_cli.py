@@ -79,3 +79,29 @@ def test_cli_errors_are_one_line(model_dirs, tmp_path, capsys) -> None:
         error = capsys.readouterr().err.strip()
         assert message in error and "\n" not in error, error
     assert not (tmp_path / "a.png").exists()
+
+
+def test_a_mostly_unknown_input_is_warned_about_with_its_share(model_dirs, tmp_path, capsys):
+    """Chinese text for an English model: every piece [UNK], said on stderr, answered still."""
+    assert main(["fill-mask", "--model", str(model_dirs[0]), "这家酒店很[MASK]。"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "bertlab: warning: 100% of the input's pieces are [UNK] for this model's vocabulary "
+        "(is it the model for this language?)\n"
+    )
+    assert "[MASK] 1:" in captured.out
+    assert main(["fill-mask", "--model", str(model_dirs[0]), "w1 w2 zz [MASK]"]) == 0
+    assert capsys.readouterr().err == ""  # a third [UNK]: no warning
+    out = str(tmp_path / "a.png")
+    assert main(["attention", "--model", str(model_dirs[1]), "--text", "酒店", "--out", out]) == 0
+    assert "100% of the input's pieces are [UNK]" in capsys.readouterr().err
+
+
+def test_an_argument_that_is_not_utf8_is_one_line(model_dirs, capsys):
+    """Python hands on argv bytes that are not UTF-8 as lone surrogates (PEP 383)."""
+    assert main(["fill-mask", "--model", str(model_dirs[0]), "\udce8abc [MASK]"]) == 1
+    error = capsys.readouterr().err
+    assert error == (
+        "bertlab: error: the text '\\xe8abc [MASK]' is not UTF-8 (at character 1); convert it "
+        "first (e.g. iconv -t utf-8)\n"
+    )

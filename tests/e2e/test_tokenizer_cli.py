@@ -190,3 +190,18 @@ def test_a_second_training_into_one_out_is_refused_with_the_holders_pid(
     assert code == EXIT_USER_ERROR
     assert f"pid {pid}" in capsys.readouterr().err
     assert [path.name for path in out.iterdir()] == [".bertlab.lock"]
+
+
+@pytest.mark.parametrize("errors", ["strict", "surrogateescape"])  # a UTF-8 locale, the C one
+def test_encode_of_stdin_or_an_argument_that_is_not_utf8_is_one_line(
+    tmp_path, capsys, monkeypatch, errors
+):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nbert\n", encoding="utf-8")
+    binary = io.BytesIO(b"bert\x89PNG\r\n\x1a\n\x00\x00\xff")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(binary, "utf-8", errors=errors))
+    code, out, err = run_cli(capsys, "encode", "--tokenizer", vocab, "-")
+    assert_one_line_error(code, err, "<stdin>")
+    assert "not UTF-8" in err and out == ""
+    code, out, err = run_cli(capsys, "encode", "--tokenizer", vocab, "bert", "\udce8t")
+    assert_one_line_error(code, err, "the text '\\xe8t' is not UTF-8")

@@ -178,3 +178,62 @@ def test_word2vec_logs_its_progress_without_the_libraries_noise(tmp_path):
     assert "collecting all words and their counts" in result.stderr  # gensim's progress
     assert "lifecycle event" not in result.stderr
     assert "prefix dict" not in result.stderr
+
+
+def test_score_text_neither_cuts_nor_ranks_a_text_it_cannot_read(hub_model_folder, capsys):
+    """A sentence longer than the model's positions is refused (its score would be a cut
+    sentence's); one whose pieces are all [UNK] is listed apart, not ranked first; an argument
+    that is not UTF-8 is one line."""
+    model = ["score-text", "--model", str(hub_model_folder)]
+    assert main([*model, "the cat sat on the mat", "酒店服务", "这家"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[1].startswith("1. ") and lines[1].endswith("the cat sat on the mat")
+    assert lines[2].startswith("not ranked (every piece is [UNK]")
+    assert lines[3].startswith("- ") and lines[3].endswith("酒店服务") and len(lines) == 5
+    assert "50% of the input's pieces are [UNK]" in captured.err  # 6 of 12
+    assert main([*model, "the cat sat", " ".join(["the cat"] * 100)]) == 1
+    error = capsys.readouterr().err
+    assert "'the cat the cat" in error and "has 200 pieces, more than the 126" in error
+    assert main([*model, "the \udce8 cat"]) == 1
+    assert "bertlab: error: the text 'the \\xe8 cat' is not UTF-8" in capsys.readouterr().err
+
+
+def test_generate_refuses_a_prompt_longer_than_the_positions(causal_model, capsys):
+    argv = ["generate", "--model", str(causal_model), " ".join(["w1"] * 600)]
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("bertlab: error: the prompt has 600 pieces") and "\n" not in error[:-1]
+
+
+def test_embed_names_the_line_that_is_not_utf8(hub_model_folder, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_bytes(b"the cat sat\n\na caf\xe8 film\n")
+    out = tmp_path / "features"
+    argv = ["embed", "--model", str(hub_model_folder), "--input", str(texts), "--out", str(out)]
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"bertlab: error: {texts}:3: not UTF-8 (byte 0xe8") and not out.exists()
+
+
+def test_neighbours_refuse_unknown_words_and_a_corpus_of_rare_words(
+    hub_model_folder, tmp_path, capsys
+):
+    """No [UNK] row's neighbours as a word's, and no gensim traceback."""
+    argv = ["neighbours", "embeddings", "斑马", "good", "--model", str(hub_model_folder)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "斑马: '斑马' is not in the vocabulary (its pieces: [UNK] [UNK])"
+    assert lines[1].startswith("good (good): ") and len(lines) == 2
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the zebra sat\na zebra ran\n", encoding="utf-8")
+    argv = ["neighbours", "contextual", "zebra", "--model", str(hub_model_folder)]
+    assert main([*argv, "--context", "the zebra sat", "--reference", str(corpus)]) == 1
+    assert "'zebra' is not in the vocabulary" in capsys.readouterr().err
+    argv = ["neighbours", "word2vec", "zebra", "--corpus", str(corpus), "--min-count", "3"]
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error == (
+        "bertlab: error: no word occurs at least 3 times (min_count) in the corpus of 6 words; "
+        "lower min_count or give a larger corpus\n"
+    )
