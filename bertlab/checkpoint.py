@@ -169,6 +169,9 @@ def normalize_keys(
 
 
 _BODY_MODULES = frozenset({"embeddings", "encoder", "pooler"})
+# The task heads' own modules (heads.py's BertForTask): new whenever a pre-trained model is
+# fine-tuned, so their initialization is the expected case, logged at INFO, not a warning.
+TASK_HEAD_MODULES = frozenset({"classifier", "qa_outputs", "features"})
 
 
 def load_into(
@@ -202,7 +205,9 @@ def load_into(
         raise ValueError(f"{source} holds no weights of this model (is it a BERT checkpoint?)")
     model.load_state_dict({k: v for k, v in incoming.items() if k in expected}, strict=False)
     if missing:
-        logger.warning("newly initialized (not in %s): %s", source, ", ".join(missing))
+        is_head_only = all(key.split(".")[0] in TASK_HEAD_MODULES for key in missing)
+        log = logger.info if is_head_only else logger.warning
+        log("newly initialized (not in %s): %s", source, ", ".join(missing))
     if unexpected:
         logger.debug("not used from %s: %s", source, ", ".join(unexpected))
     return missing, unexpected

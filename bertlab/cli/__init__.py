@@ -9,7 +9,6 @@ not installed) end as one line on stderr and a non-zero exit code.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import traceback
@@ -29,6 +28,7 @@ from bertlab.cli.embed import add_embed_command
 from bertlab.cli.experiment import add_experiment_commands
 from bertlab.cli.inspection import add_inspection_commands
 from bertlab.cli.language_model import add_language_model_commands
+from bertlab.cli.logs import configure_logging
 from bertlab.cli.neighbours import add_neighbours_commands
 from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.serve import add_serve_command
@@ -58,7 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pre-train, fine-tune and inspect BERT-style models. "
         "Run `bertlab COMMAND --help` for the options of each command.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log more: -v the libraries' progress and which weights each load left new, -vv "
+        "debug messages (default: bertlab's progress and every warning)",
+    )
     add_threads_flag(parser, is_top_level=True)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for add_commands in COMMANDS:
@@ -69,12 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:  # gensim's records of each step of a training, as dictionaries
-        logging.getLogger("gensim.utils").setLevel(logging.WARNING)
+    configure_logging(args.verbose)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

@@ -1,0 +1,51 @@
+"""What the command line logs: quiet by default, more with `-v` and `-vv`.
+
+Without -v: bertlab's own progress (INFO: epochs, the server's address) and every library's
+warnings; not the libraries' INFO (gensim's per-epoch progress, uvicorn's startup lines) nor the
+detail of which weights a load left new (a task head is new in every fine-tuning). `-v` adds the
+INFO of every library and that detail, each repeated load's once; `-vv` adds debug messages.
+"""
+
+from __future__ import annotations
+
+import logging
+
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+# bertlab's loggers whose INFO is detail for -v: which weights each load found or left new.
+DETAIL_LOGGERS = ("bertlab.checkpoint",)
+# Loggers whose repeated messages are shown once: each seed and each evaluation loads the model
+# again, with the same words.
+ONCE_PER_RUN_LOGGERS = ("bertlab.checkpoint",)
+# gensim's records of each step of a training, as dictionaries: only with -vv.
+DEBUG_ONLY_LOGGERS = ("gensim.utils",)
+
+
+class OncePerRun(logging.Filter):
+    """Lets the first of identical messages from `names` through, and none of its repeats."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.names = names
+        self.seen: set[tuple[str, int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self.names):
+            return True
+        key = (record.name, record.levelno, record.getMessage())
+        is_new = key not in self.seen
+        self.seen.add(key)
+        return is_new
+
+
+def configure_logging(verbosity: int) -> None:
+    """Log to stderr: 0 quiet (see the module's docstring), 1 (`-v`) INFO, 2 (`-vv`) DEBUG."""
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.addFilter(OncePerRun(ONCE_PER_RUN_LOGGERS))
+    logging.basicConfig(level=level, handlers=[handler])
+    logging.getLogger("bertlab").setLevel(min(level, logging.INFO))
+    for name in DETAIL_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if verbosity == 0 else level)
+    for name in DEBUG_ONLY_LOGGERS:
+        logging.getLogger(name).setLevel(level if verbosity >= 2 else logging.WARNING)
