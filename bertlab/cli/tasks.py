@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.atomic import json_text
-from bertlab.cli.common import CommandError, add_threads_flag
+from bertlab.cli.common import CommandError, add_threads_flag, warn
 from bertlab.config import PRESETS
 from bertlab.data.tasks.registry import (
     DEFAULT_EPOCHS,
@@ -573,6 +573,21 @@ def _input(args: argparse.Namespace):
     return input_path(args.data, suffix_for if args.task == GENERIC_CLASSIFICATION else None)
 
 
+UNKNOWN_CHECK_EXAMPLES = 1000  # the examples whose pieces the [UNK] warning counts
+
+
+def _warn_if_mostly_unknown(task, tokenizer, examples) -> None:
+    """`warn` when the first examples' texts are mostly [UNK] for the model's vocabulary (a model
+    of another language); families whose predictions show no text (tagging, SQuAD) are not
+    counted."""
+    texts = []
+    for example in examples[:UNKNOWN_CHECK_EXAMPLES]:
+        for value in (task.text_fields(example) or {}).values():
+            texts += [value] if isinstance(value, str) else [v for v in value or () if v]
+    if texts:
+        warn(tokenizer.mostly_unknown_warning(texts))
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from bertlab.heads import BertForLabels
     from bertlab.task_families import run_task
@@ -581,6 +596,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     label_names = list(model.id2label.values()) if isinstance(model, BertForLabels) else None
     with _input(args) as data:
         examples = task.read_gold(data, label_names)
+    _warn_if_mostly_unknown(task, tokenizer, examples)
     predictions = run_task(task, model, tokenizer, examples, args.batch_size, precision)
     print(json_text(task.score(predictions, examples)))
     return 0
@@ -603,6 +619,7 @@ def run_predict(args: argparse.Namespace) -> int:
                 f"--with-text: the predictions file of {task.name} (a {task.spec.family} task) "
                 "has no place for the text; classification and multiple-choice files have"
             )
+        _warn_if_mostly_unknown(task, tokenizer, examples)
         predictions, details = predict_task(
             task, model, tokenizer, examples, args.batch_size, precision, args.with_text
         )

@@ -319,6 +319,29 @@ def test_predict_reads_unlabeled_input(tmp_path, capsys, review_model):
     assert {record["prediction"] for record in records} <= {"negative", "neutral", "positive"}
 
 
+def test_predict_and_evaluate_warn_when_the_text_is_mostly_unknown(tmp_path, capsys, review_model):
+    data = tmp_path / "input.csv"
+    data.write_text("id,review,sentiment\nu1,这家酒店很好。,positive\nu2,Great battery.,positive\n")
+    output = tmp_path / "predictions.jsonl"
+    code, _, stderr = run_cli(
+        capsys, "predict", "--task", "classification", "--model", review_model,
+        "--data", data, "--output", output,
+    )  # fmt: skip
+    assert code == 0, stderr
+    warning = [line for line in stderr.splitlines() if line.startswith("bertlab: warning: ")]
+    assert len(warning) == 1 and "% of the input's pieces are [UNK]" in warning[0]
+    assert len(output.read_text().splitlines()) == 2  # the predictions are still written
+    code, _, stderr = run_cli(
+        capsys, "evaluate", "--task", "classification", "--model", review_model, "--data", data
+    )
+    assert code == 0 and "pieces are [UNK]" in stderr
+    data.write_text("id,review,sentiment\nu2,Great battery.,positive\n")
+    code, _, stderr = run_cli(
+        capsys, "evaluate", "--task", "classification", "--model", review_model, "--data", data
+    )
+    assert code == 0 and "[UNK]" not in stderr
+
+
 def test_over_long_inputs_are_cut_with_a_counted_warning(tmp_path, capsys, caplog, task_vocab):
     data = TASK_DATA / "rte_style.tsv"
     code, _, stderr = finetune(
