@@ -54,6 +54,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertlab.apps.demo import run_demo
+    from bertlab.cli.logs import hide_run_progress
 
     try:
         seeds = tuple(int(seed) for seed in args.seeds.split(","))
@@ -63,6 +64,7 @@ def run_demo_command(args: argparse.Namespace) -> int:
         raise CommandError(f"--seeds must be distinct integers: {args.seeds}")
     if not args.minutes > 0:
         raise CommandError(f"--minutes must be positive, got {args.minutes}")
+    hide_run_progress(args.verbose)  # the demo says what each run gave
     progress = not args.no_progress
     run_demo(Path(args.out), args.minutes, args.lang, seeds, progress, model=args.model)
     return 0

@@ -14,8 +14,11 @@ LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 # bertlab's loggers whose INFO is detail for -v: which weights each load found or left new.
 DETAIL_LOGGERS = ("bertlab.checkpoint",)
 # Loggers whose repeated messages are shown once: each seed and each evaluation loads the model
-# again, with the same words.
-ONCE_PER_RUN_LOGGERS = ("bertlab.checkpoint",)
+# and encodes the same data again, with the same words ("N of M examples were ... cut").
+ONCE_PER_RUN_LOGGERS = ("bertlab.checkpoint", "bertlab.data.tasks.encoding")
+# The demo fine-tunes some twenty runs and prints a line for each: their own progress (the
+# examples read, each epoch's loss) is detail for -v there (`hide_run_progress`).
+RUN_PROGRESS_LOGGERS = ("bertlab.training.finetune", "bertlab.training.finetune_loop")
 # gensim's records of each step of a training, as dictionaries: only with -vv.
 DEBUG_ONLY_LOGGERS = ("gensim.utils",)
 
@@ -49,3 +52,13 @@ def configure_logging(verbosity: int) -> None:
         logging.getLogger(name).setLevel(logging.WARNING if verbosity == 0 else level)
     for name in DEBUG_ONLY_LOGGERS:
         logging.getLogger(name).setLevel(level if verbosity >= 2 else logging.WARNING)
+    for name in RUN_PROGRESS_LOGGERS:  # shown again after a demo in the same process
+        logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def hide_run_progress(verbosity: int) -> None:
+    """Without -v, the INFO of each fine-tuning run (`RUN_PROGRESS_LOGGERS`) is not shown: for
+    commands that run many and say what each gave themselves."""
+    if verbosity == 0:
+        for name in RUN_PROGRESS_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)

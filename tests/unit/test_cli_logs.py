@@ -19,12 +19,25 @@ logging.getLogger("gensim.utils").info("Word2Vec lifecycle event {'msg': 'traini
 logging.getLogger("uvicorn.error").info("Application startup complete.")
 logging.getLogger("httpx").warning("a library's warning")
 logging.getLogger("bertlab.data").debug("a debug message")
+for _ in range(3):  # each seed encodes the same data
+    logging.getLogger("bertlab.data.tasks.encoding").warning("36 of 100 examples were cut")
+"""
+
+DEMO_SCRIPT = """
+import logging, sys
+from bertlab.cli.logs import configure_logging, hide_run_progress
+configure_logging(int(sys.argv[1]))
+hide_run_progress(int(sys.argv[1]))
+logging.getLogger("bertlab.training.finetune_loop").info("epoch 1: a demo run")
+logging.getLogger("bertlab.training.finetune").warning("a run's warning")
+configure_logging(int(sys.argv[1]))  # the next command in the same process
+logging.getLogger("bertlab.training.finetune_loop").info("epoch 1: a later command")
 """
 
 
-def logged(verbosity: int) -> str:
+def logged(verbosity: int, script: str = SCRIPT) -> str:
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(verbosity)],
+        [sys.executable, "-c", script, str(verbosity)],
         capture_output=True,
         text=True,
         check=True,
@@ -39,6 +52,14 @@ def test_by_default_bertlab_progress_and_warnings_show_and_the_libraries_info_do
     assert "a library's warning" in text and "encoder.x" in text
     for quiet in ("classifier.bias", "EPOCH 0", "lifecycle", "uvicorn", "debug"):
         assert quiet not in text, quiet
+    assert text.count("examples were cut") == 1
+
+
+def test_the_demo_hides_each_runs_progress_but_not_its_warnings_unless_verbose():
+    text = logged(0, DEMO_SCRIPT)
+    assert "a demo run" not in text and "a run's warning" in text
+    assert "a later command" in text
+    assert "a demo run" in logged(1, DEMO_SCRIPT)
 
 
 def test_one_v_adds_the_libraries_info_and_a_new_head_once():
