@@ -45,6 +45,7 @@ from bertlab.training.word_vectors import (
     train_word_vectors,
     warm_start,
 )
+from bertlab.wording import Worded
 
 if TYPE_CHECKING:
     from gensim.models.keyedvectors import KeyedVectors
@@ -349,8 +350,12 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
     ]
     if changed:
         raise ValueError(
-            f"{out} holds a run made with other settings ({'; '.join(changed)}); "
-            "use another --out, or move that directory away to start again"
+            Worded(
+                "{path} holds a run made with other settings ({changed}); use another {out}, "
+                "or move that directory away to start again",
+                path=out,
+                changed="; ".join(changed),
+            )
         )
 
 

@@ -83,6 +83,7 @@ from bertlab.training.word_vectors import (
     VECTORS_FILE,
     load_vectors,
 )
+from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 
@@ -227,9 +228,16 @@ def _check_shape(config: TransferConfig, model_dir: Path) -> None:
     layers, hidden, _ = PRESETS[config.shape()]
     if (found.num_hidden_layers, found.hidden_size) != (layers, hidden):
         raise ValueError(
-            f"{model_dir} holds a model of {found.num_hidden_layers} layers of "
-            f"{found.hidden_size}, not {config.shape()} ({layers} of {hidden}); "
-            "use another --out for another model size"
+            Worded(
+                "{path} holds a model of {found_layers} layers of {found_hidden}, not {shape} "
+                "({layers} of {hidden}); use another {out} for another model size",
+                path=model_dir,
+                found_layers=found.num_hidden_layers,
+                found_hidden=found.hidden_size,
+                shape=config.shape(),
+                layers=layers,
+                hidden=hidden,
+            )
         )
 
 

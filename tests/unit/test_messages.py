@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from bertlab.apps.flows import check_settings
 from bertlab.checkpoint import read_model
 from bertlab.cli.wording import error_in_flag_words
 from bertlab.data.tasks.classification import ColumnSpec, read_classification
@@ -85,3 +86,13 @@ def test_a_missing_json_key_suggests_the_closest_one(tmp_path) -> None:
     path.write_text('{"review": "fine", "label": 1}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"give ColumnSpec\(text_a='review'\)$"):
         read_classification(path, ColumnSpec(text_a="text", label="label"))
+
+
+def test_an_apps_run_with_other_settings_is_refused_in_the_apis_words(tmp_path) -> None:
+    """The experiments' library said 'use another --out' to Python callers too."""
+    check_settings(tmp_path, {"finetune_learning_rate": 5e-4})
+    with pytest.raises(ValueError) as caught:
+        check_settings(tmp_path, {"finetune_learning_rate": 1e-3})
+    assert "finetune_learning_rate 0.0005 there, 0.001 now" in str(caught.value)
+    assert "use another out," in str(caught.value) and "--" not in str(caught.value)
+    assert "use another --out," in error_in_flag_words(caught.value)
