@@ -35,6 +35,7 @@ from bertlab.config import FinetuneConfig, TaskDataConfig
 from bertlab.data.collate import sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION, get_task
+from bertlab.feature_heads import last_real_positions
 from bertlab.features import pad_sequences
 from bertlab.heads import BertForLabels, BertForTask
 from bertlab.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
@@ -47,7 +48,10 @@ from bertlab.training.finetune import ModelSource, TaskData, finetuning_card, wr
 from bertlab.training.finetune_loop import FinetuneResult, apply_freezing, train_task_model
 from bertlab.training.optim import layer_learning_rates
 
-POOLINGS = ("cls", "mean", "pooler", "tokens")
+POOLINGS = ("cls", "mean", "last", "pooler", "tokens")
+# A left-to-right model's first token has seen only itself: its [CLS] (and the pooler that reads
+# it) is the same for every text. Its sentence vector is the last real token's (GPT, Sec. 3.3).
+CAUSAL_REFUSED_POOLINGS = ("cls", "pooler")
 LABEL_FAMILIES = ("classification", "tagging")  # heads with named labels
 # Generic classification in memory: the fields of `Example`, named as `bertlab finetune` does.
 MEMORY_COLUMNS = ColumnSpec(text_a="text", label="label")
@@ -199,7 +203,7 @@ class PretrainedBert:
     def embed(
         self,
         texts: str | Sequence[str],
-        pooling: str = "cls",
+        pooling: str | None = None,
         layer: int = -1,
         batch_size: int = 32,
     ) -> torch.Tensor | list[torch.Tensor]:
@@ -207,9 +211,11 @@ class PretrainedBert:
 
         Args:
             texts: the texts (one string is one text).
-            pooling: "cls" the [CLS] vector, "mean" the mean over the text's tokens, "pooler"
-                the pooler's tanh output (BERT's sentence vector for classification), "tokens"
-                every token's vector.
+            pooling: "cls" the [CLS] vector, "mean" the mean over the text's tokens, "last" the
+                last real token's vector (the one a left-to-right model has read the whole text
+                into), "pooler" the pooler's tanh output (BERT's sentence vector for
+                classification), "tokens" every token's vector. None: "cls", or "last" for a
+                left-to-right (causal) model, whose "cls" and "pooler" are refused.
             layer: which hidden states: -1 the last layer, 0 the embeddings, k layer k.
             batch_size: texts per forward pass.
 
@@ -218,10 +224,18 @@ class PretrainedBert:
             ([CLS] and [SEP] included).
 
         Raises:
-            ValueError: an unknown pooling or layer.
+            ValueError: an unknown pooling or layer; "cls" or "pooler" for a causal model.
         """
+        is_causal = self.encoder.config.is_causal
+        if pooling is None:
+            pooling = "last" if is_causal else "cls"
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+        if is_causal and pooling in CAUSAL_REFUSED_POOLINGS:
+            raise ValueError(
+                f"pooling={pooling!r} gives a left-to-right model the same vector for every "
+                "text (its first token sees only itself); use pooling='last' or 'mean'"
+            )
         num_layers = self.model.config.num_hidden_layers
         if not -num_layers - 1 <= layer <= num_layers:
             raise ValueError(f"the model has layers 0..{num_layers}, not {layer}")
@@ -347,6 +361,8 @@ def _pool(
     """hidden (B, L, H), mask (B, L) -> (B, H), or (B, L, H) for "tokens"."""
     if pooling == "cls":
         return hidden[:, 0]  # (B, H)
+    if pooling == "last":
+        return hidden[torch.arange(hidden.shape[0]), last_real_positions(mask)]  # (B, H)
     if pooling == "mean":
         weights = mask.unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
         return (hidden * weights).sum(1) / weights.sum(1)  # (B, H)

@@ -498,6 +498,41 @@ def _run(
     return result
 
 
+@dataclass(frozen=True)
+class ModelUses:
+    """What a pre-trained model of one objective can do, as its card says: the Hub's task tag,
+    the bertlab commands that take it, and the card's first example."""
+
+    pipeline_tag: str
+    commands: str
+    example: str
+
+
+_MASKED_USES = ModelUses(
+    "fill-mask",
+    "`bertlab fill-mask`, `score-text` (pseudo-log-likelihood), `embed`, `neighbours`, "
+    "`attention`, `finetune`",
+    'bertlab fill-mask --model DIR "The capital of France is [MASK]."',
+)
+# A left-to-right model never saw a [MASK] filled from both sides: fill-mask refuses it.
+USES = {
+    "mlm+nsp": _MASKED_USES,
+    "mlm": _MASKED_USES,
+    "clm": ModelUses(
+        "text-generation",
+        "`bertlab generate`, `score-text` (log-probability), `embed` (the last token's vector), "
+        "`attention`, `finetune`; not `fill-mask`",
+        'bertlab generate --model DIR "The capital of France is"',
+    ),
+    "electra": ModelUses(
+        "feature-extraction",
+        "`bertlab embed`, `neighbours`, `attention`, `finetune` (the discriminator has no "
+        "masked-LM head: not `fill-mask`)",
+        'bertlab embed --model DIR --text "Paris is in France." --pooling cls --out features',
+    ),
+}
+
+
 def pretraining_card(
     run: PretrainRun,
     corpus_meta: dict[str, Any],
@@ -547,14 +582,15 @@ def pretraining_card(
         )
     else:
         what = f"A BERT encoder with its {data.objective} heads ({shape})"
+    uses = USES[data.objective]
     return ModelCard(
         title=f"{Path(run.out).name}: a BERT pre-trained with bertlab",
         summary=f"{what}, pre-trained {start} by `bertlab pretrain` on the corpus below.",
-        pipeline_tag="feature-extraction" if data.objective == "electra" else "fill-mask",
+        pipeline_tag=uses.pipeline_tag,
         intended_use="A starting point for fine-tuning on a task (`bertlab finetune --model "
-        "DIR`), for feature extraction and for looking inside (`bertlab fill-mask`, `bertlab "
-        "attention`). It has seen only the corpus below, for the time below: judge it by the "
-        "held-out numbers, and fine-tune and test it before relying on it.",
+        f"DIR`), for feature extraction and for looking inside. What it can do: "
+        f"{uses.commands}. It has seen only the corpus below, for the time below: judge it by "
+        "the held-out numbers, and fine-tune and test it before relying on it.",
         data=[
             f"corpus: {files}",
             f"{report.num_documents:,} documents, {report.num_sentences:,} sentences, "
@@ -567,7 +603,7 @@ def pretraining_card(
         metrics_note=note,
         how_to_use=[
             "# DIR: this folder, or its Hub id once uploaded; transformers loads it as well",
-            'bertlab fill-mask --model DIR "The capital of France is [MASK]."',
+            uses.example,
             "bertlab finetune --task sst2 --train train.tsv --dev-fraction 0.1 --model DIR "
             "--out runs/sst2",
         ],

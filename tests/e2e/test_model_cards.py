@@ -48,6 +48,26 @@ def test_pretrain_writes_a_card_with_the_runs_numbers(pretrain_files, tmp_path):
     assert row("masking rate", 0.15) in text and corpus.name in text
     for section in ("## Intended use", "## Training data", "## Training procedure", "## Results"):
         assert section in text
+    assert "What it can do: `bertlab fill-mask`" in text and "bertlab fill-mask --model" in text
+
+
+def test_a_causal_models_card_lists_what_it_can_do_and_not_fill_mask(pretrain_files, tmp_path):
+    """A left-to-right model's card advertised fill-mask, which refuses it."""
+    vocab, corpus = pretrain_files
+    config = BertConfig(
+        vocab_size=126, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64,
+    )  # fmt: skip
+    run = PretrainRun(
+        corpus=[corpus], out=tmp_path / "run", max_steps=2, tokenizer=vocab, model_config=config,
+        max_seq_length=32, batch_size=8, eval_every_steps=2, eval_examples=16,
+        corpus_cache=tmp_path / "corpus", lang="en", objective="clm",
+    )  # fmt: skip
+    card = ModelCard.load(run_pretraining(run, show_progress=False).final_dir / "README.md")
+    assert card.data.pipeline_tag == "text-generation"
+    assert "`bertlab generate`" in card.text and "not `fill-mask`" in card.text
+    assert "bertlab generate --model DIR" in card.text
+    assert "bertlab fill-mask --model" not in card.text
 
 
 def test_finetune_writes_cards_with_dev_scores_and_the_seed_summary(tmp_path, capsys, task_vocab):

@@ -3,6 +3,9 @@ tiny model of the offline Hub cache."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 import torch
 
@@ -44,8 +47,11 @@ def test_embeddings_are_the_encoders_states_and_ignore_padding(hub_cache, hub_mo
             output = encoder(ids, output_hidden_states=True)
         batched = {
             pooling: bert.embed(texts, pooling=pooling)[index]
-            for pooling in ("cls", "mean", "pooler")
+            for pooling in ("cls", "mean", "last", "pooler")
         }
+        torch.testing.assert_close(
+            batched["last"], output.last_hidden_state[0, -1], atol=1e-5, rtol=0
+        )
         torch.testing.assert_close(
             batched["cls"], output.last_hidden_state[0, 0], atol=1e-5, rtol=0
         )
@@ -56,6 +62,23 @@ def test_embeddings_are_the_encoders_states_and_ignore_padding(hub_cache, hub_mo
         tokens = bert.embed(texts, pooling="tokens", layer=1)[index]
         torch.testing.assert_close(tokens, output.hidden_states[1][0], atol=1e-5, rtol=0)
     assert bert.embed("one text").shape == (1, encoder.config.hidden_size)
+
+
+def test_a_causal_model_embeds_each_text_by_its_last_token(tmp_path, hub_model_folder):
+    """A left-to-right model's [CLS] has seen only itself: embed gave every text one vector."""
+    causal = tmp_path / "causal"
+    shutil.copytree(hub_model_folder, causal)
+    config = json.loads((causal / "config.json").read_text())
+    (causal / "config.json").write_text(json.dumps(config | {"is_causal": True}))
+    bert = bertlab.load(causal)
+    texts = ["a good film", "the cat sat on the mat"]
+    vectors = bert.embed(texts)  # the default for a causal model: "last"
+    assert torch.equal(vectors, bert.embed(texts, pooling="last"))
+    assert not torch.allclose(vectors[0], vectors[1])
+    for pooling in ("cls", "pooler"):
+        with pytest.raises(ValueError, match="same vector for every text"):
+            bert.embed(texts, pooling=pooling)
+    assert not torch.allclose(*bert.embed(texts, pooling="mean"))
 
 
 def test_bad_pooling_or_layer_is_refused(hub_cache):
