@@ -33,7 +33,15 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
         "similarity; or read vectors saved with --save-vectors.",
     )
     add = word2vec.add_argument
-    add("words", nargs="+", help="the words to look up")
+    add("words", nargs="*", help="the words to look up")
+    add(
+        "--analogy",
+        nargs=3,
+        action="append",
+        metavar=("A", "B", "C"),
+        help="'A is to B as C is to ?': the words nearest A - B + C (e.g. king man woman); "
+        "repeatable",
+    )
     add("--corpus", nargs="+", help="text files (.txt or .gz) to train on")
     add("--vectors", help="vectors saved by --save-vectors, instead of --corpus")
     add("--lang", choices=WORD_LANGS, default="en", help="how words are split (default: en)")
@@ -100,6 +108,7 @@ def run_word2vec(args: argparse.Namespace) -> int:
 
     from bertlab.training.word_vectors import (
         WordVectorConfig,
+        analogy,
         load_vectors,
         nearest_words,
         save_vectors,
@@ -110,6 +119,8 @@ def run_word2vec(args: argparse.Namespace) -> int:
     _check_top_k(args.top_k)
     if (args.corpus is None) == (args.vectors is None):
         raise CommandError("give --corpus FILES to train on or --vectors FILE (one of the two)")
+    if not args.words and not args.analogy:
+        raise CommandError("give WORDS to look up or --analogy A B C (or both)")
     if args.vectors is not None:
         vectors = load_vectors(args.vectors)
     else:
@@ -139,6 +150,15 @@ def run_word2vec(args: argparse.Namespace) -> int:
             print(f"{word}: {error}")
             continue
         print(f"{word}: " + ", ".join(f"{other} {score:.2f}" for other, score in near))
+    for words in args.analogy or ():
+        a, b, c = (word.lower() if args.lang == "en" else word for word in words)
+        shown = f"{words[0]} - {words[1]} + {words[2]}"
+        try:
+            near = analogy(vectors, a, b, c, args.top_k)
+        except ValueError as error:
+            print(f"{shown}: {error}")
+            continue
+        print(f"{shown}: " + ", ".join(f"{other} {score:.2f}" for other, score in near))
     return 0
 
 

@@ -269,6 +269,26 @@ def nearest_words(vectors: KeyedVectors, word: str, top_k: int = 10) -> list[tup
     return [(other, float(score)) for other, score in vectors.most_similar(word, topn=top_k)]
 
 
+def analogy(
+    vectors: KeyedVectors, a: str, b: str, c: str, top_k: int = 10
+) -> list[tuple[str, float]]:
+    """ "a is to b as c is to ?" (Mikolov et al. 2013): the words nearest a - b + c by cosine,
+    a, b and c left out, as gensim's `most_similar(positive=[a, c], negative=[b])` finds them
+    ("king man woman": king - man + woman, queen in the paper's example).
+
+    Raises:
+        ValueError: a word without a vector, named.
+    """
+    missing = [word for word in (a, b, c) if word not in vectors.key_to_index]
+    if missing:
+        raise ValueError(
+            f"{', '.join(map(repr, missing))} {'has' if len(missing) == 1 else 'have'} no "
+            "vector: not in the corpus, or fewer times than min_count"
+        )
+    near = vectors.most_similar(positive=[a, c], negative=[b], topn=top_k)
+    return [(other, float(score)) for other, score in near]
+
+
 def _word2vec(config: WordVectorConfig, **source: Any) -> Word2Vec:
     """gensim's Word2Vec trained as `config` says, on `corpus_iterable=` or `corpus_file=`.
 

@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -157,6 +158,25 @@ def test_finetune_with_features_and_a_bilstm_then_evaluate(tmp_path, capsys, tas
     assert "f1" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert main([*argv, "--features", "last", "--freeze-layers", "1"]) == 1
     assert "--features freezes the whole encoder: --freeze-layers" in capsys.readouterr().err
+
+
+def test_neighbours_word2vec_answers_analogies(tmp_path, capsys):
+    gensim = pytest.importorskip("gensim")
+    vectors = gensim.models.KeyedVectors(3)
+    vectors.add_vectors(
+        ["king", "man", "woman", "queen", "apple"],
+        np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0.1, 1], [-1, 0.2, 0.1]], dtype=np.float32),
+    )
+    path = tmp_path / "vectors.bin"
+    vectors.save_word2vec_format(str(path), binary=True)
+    argv = ["neighbours", "word2vec", "--vectors", str(path), "--top-k", "1"]
+    assert main([*argv, "--analogy", "King", "man", "woman", "--analogy", "a", "b", "c"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("King - man + woman: queen ")
+    assert out[1] == "a - b + c: 'a', 'b', 'c' have no vector: not in the corpus, or fewer " \
+        "times than min_count"  # fmt: skip
+    assert main(argv) == 1  # neither words nor an analogy
+    assert "--analogy" in capsys.readouterr().err
 
 
 def test_word2vec_logs_its_progress_without_the_libraries_noise(tmp_path):

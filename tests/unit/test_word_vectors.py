@@ -12,6 +12,7 @@ from bertlab.modeling import BertModel
 from bertlab.tokenization import Tokenizer
 from bertlab.training.word_vectors import (
     WordVectorConfig,
+    analogy,
     embedding_rows,
     load_vectors,
     train_word_level_vectors,
@@ -97,3 +98,28 @@ def test_no_word_reaching_min_count_is_refused_in_our_words(tmp_path) -> None:
     config = WordVectorConfig(vector_size=8, epochs=1, workers=1, min_count=5)
     with pytest.raises(ValueError, match="no word occurs at least 5 times .* of 4 words"):
         train_word_level_vectors(words_file, config)
+
+
+def test_an_analogy_is_the_words_nearest_a_minus_b_plus_c(tmp_path) -> None:
+    """king - man + woman: by hand, against gensim's own most_similar."""
+    gensim = pytest.importorskip("gensim")
+    words = ["king", "man", "woman", "queen", "apple"]
+    rows = np.array(
+        [[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.1, 1.0], [-1.0, 0.2, 0.1]],
+        dtype=np.float32,
+    )
+    vectors = gensim.models.KeyedVectors(3)
+    vectors.add_vectors(words, rows)
+    found = analogy(vectors, "king", "man", "woman", top_k=2)
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    target = unit[0] - unit[1] + unit[2]
+    expected = [
+        (word, float(unit[i] @ target / np.linalg.norm(target)))
+        for i, word in enumerate(words)
+        if word in ("queen", "apple")
+    ]
+    assert [word for word, _ in found] == ["queen", "apple"]
+    for (word, score), (_, want) in zip(found, expected, strict=True):
+        assert score == pytest.approx(want, abs=1e-5), word
+    with pytest.raises(ValueError, match="'prince', 'princess' have no vector"):
+        analogy(vectors, "prince", "man", "princess")
