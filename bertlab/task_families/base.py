@@ -277,10 +277,23 @@ def run_task(
     `features`: `examples` already encoded by `task.encode` (without labels), for a set that is
     run again and again, such as the dev set after every epoch.
     """
+    return _run_rows(task, model, tokenizer, examples, batch_size, precision, features)[1]
+
+
+def _run_rows(
+    task: Task,
+    model: BertForTask,
+    tokenizer: Tokenizer,
+    examples: Sequence,
+    batch_size: int,
+    precision: str,
+    features: list | None = None,
+) -> tuple[list, Predictions]:
+    """`run_task` keeping the model's output rows, for what is read beside the predictions."""
     if features is None:
         features = task.encode(examples, tokenizer, None, with_labels=False)
     rows = predict_rows(model, features, batch_size, precision, task.reduce)
-    return task.decode(features, rows, examples, getattr(model, "id2label", None))
+    return rows, task.decode(features, rows, examples, getattr(model, "id2label", None))
 
 
 def predict_task(
@@ -300,11 +313,8 @@ def predict_task(
     """
     if with_text and examples and task.text_fields(examples[0]) is None:
         raise ValueError(f"the predictions file of a {task.spec.family} task has no text field")
-    features = task.encode(examples, tokenizer, None, with_labels=False)
-    rows = predict_rows(model, features, batch_size, precision, task.reduce)
-    id2label = getattr(model, "id2label", None)
-    predictions = task.decode(features, rows, examples, id2label)
-    details = task.details(predictions, rows, id2label)
+    rows, predictions = _run_rows(task, model, tokenizer, examples, batch_size, precision)
+    details = task.details(predictions, rows, getattr(model, "id2label", None))
     if with_text:
         details = details or [{} for _ in examples]
         details = [
