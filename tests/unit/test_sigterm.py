@@ -21,6 +21,17 @@ def _python(script: str, cli_env: dict[str, str], **popen) -> subprocess.Popen:
     )
 
 
+def _finish(process: subprocess.Popen, timeout: float, hung: str) -> tuple[str, str]:
+    """The process's output once it ends; killed, and the test failed with `hung`, after
+    `timeout` seconds."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise AssertionError(hung) from None
+
+
 def test_pools_made_and_stopped_under_the_handler_never_hang(cli_env) -> None:
     """The reverted handler (workers inherited it and killed themselves on SIGTERM) hung here
     within a few hundred pools: a SIGTERM that reached a worker before Python's after-fork
@@ -35,12 +46,7 @@ def test_pools_made_and_stopped_under_the_handler_never_hang(cli_env) -> None:
         print("stopped")
     """
     process = _python(script, cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        stdout, stderr = process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        raise AssertionError("a pool's terminate hung") from None
+    stdout, stderr = _finish(process, 120, "a pool's terminate hung")
     assert process.returncode == 0 and stdout.strip() == "stopped", stderr
 
 
@@ -67,12 +73,7 @@ def test_sigterm_interrupts_corpus_encoding_and_stops_its_pool(cli_env) -> None:
     process = _python(script, cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout.readline().strip() == "encoding", process.stderr.read()
     process.send_signal(signal.SIGTERM)
-    try:
-        stdout, stderr = process.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        raise AssertionError("the pool did not stop after SIGTERM") from None
+    stdout, stderr = _finish(process, 60, "the pool did not stop after SIGTERM")
     assert (process.returncode, stdout.strip()) == (0, "interrupted True"), stderr
 
 
