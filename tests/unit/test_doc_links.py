@@ -1,0 +1,70 @@
+"""Every relative link of the repository's Markdown files reaches a file, and a `#section` of a
+Markdown file one of its headings (as GitHub makes anchors of them)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^(```|~~~)")
+
+
+def markdown_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=REPO, capture_output=True, text=True, check=False
+    ).stdout.split()
+    return [REPO / name for name in listed if (REPO / name).is_file()]
+
+
+def prose_lines(path: Path) -> list[str]:
+    """The file's lines outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors of the file's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated heading numbered (-1, -2, ...)."""
+    found: set[str] = set()
+    for line in prose_lines(path):
+        if not line.startswith("#"):
+            continue
+        title = line.lstrip("#").strip().lower()
+        title = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+        anchor, number = title, 0
+        while anchor in found:
+            number += 1
+            anchor = f"{title}-{number}"
+        found.add(anchor)
+    return found
+
+
+def broken_links(path: Path) -> list[str]:
+    broken = []
+    for line in prose_lines(path):
+        line = re.sub(r"`[^`]*`", "", line)  # code spans are not links
+        for target in LINK.findall(line):
+            if re.match(r"^[a-z]+:", target) or target.startswith("<"):
+                continue  # https:, mailto:, ...
+            name, _, section = target.partition("#")
+            linked = (path.parent / name).resolve() if name else path
+            if not linked.exists():
+                broken.append(f"{target} (no such file)")
+            elif section and linked.suffix == ".md" and section not in anchors(linked):
+                broken.append(f"{target} (no such section)")
+    return broken
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda path: str(path.relative_to(REPO)))
+def test_every_relative_link_reaches_its_file_and_section(path):
+    assert broken_links(path) == []
