@@ -43,7 +43,11 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
         "repeatable",
     )
     add("--corpus", nargs="+", help="text files (.txt or .gz) to train on")
-    add("--vectors", help="vectors saved by --save-vectors, instead of --corpus")
+    add(
+        "--vectors",
+        help="a word-vector file instead of --corpus: saved by --save-vectors, or any in "
+        "word2vec's binary or text format or GloVe's text format (.gz too)",
+    )
     add("--lang", choices=WORD_LANGS, default="en", help="how words are split (default: en)")
     add("--method", choices=list(METHODS), default="skip-gram", help="(default: %(default)s)")
     add("--vector-size", type=int, default=DEFAULT_VECTOR_SIZE, help="(default: %(default)s)")

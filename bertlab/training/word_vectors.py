@@ -22,6 +22,7 @@ without a vector (the special tokens, pieces the corpus never uses) keep their r
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import re
@@ -129,19 +130,63 @@ def save_vectors(vectors: KeyedVectors, path: str | os.PathLike) -> None:
 
 
 def load_vectors(path: str | os.PathLike) -> KeyedVectors:
-    """Vectors written by `save_vectors`.
+    """Word vectors from a file in one of the formats word2vec tools write: word2vec's binary
+    format (`save_vectors`, the C tool's `-binary 1`), its text format (a "COUNT SIZE" header,
+    then one word and its numbers per line: `-binary 0`, gensim's `binary=False`) or GloVe's
+    text format (the same lines without the header). gzip-compressed files (`.gz`) too.
 
     Raises:
         MissingPackageError: gensim is not installed.
-        ValueError: the file is not in word2vec's binary format (gensim's words, with the file).
+        ValueError: the file is in none of these formats, or is broken (named, in one line).
     """
     keyed_vectors = require("gensim.models.keyedvectors", "reading word vectors")
+    binary, header = vector_file_format(path)
     try:
-        return keyed_vectors.KeyedVectors.load_word2vec_format(str(path), binary=True)
+        return keyed_vectors.KeyedVectors.load_word2vec_format(
+            str(path), binary=binary, no_header=not header
+        )
     except (ValueError, EOFError) as error:  # UnicodeDecodeError is a ValueError
-        raise ValueError(
-            f"{path} is not a word2vec binary file, as save_vectors writes ({error})"
-        ) from error
+        kind = "binary" if binary else "text"
+        raise ValueError(f"{path} is not a readable word2vec {kind} file ({error})") from error
+
+
+def vector_file_format(path: str | os.PathLike) -> tuple[bool, bool]:
+    """(binary, has a header) of a word-vector file, read from its first two lines.
+
+    Both word2vec formats start with a text line "COUNT SIZE"; in the text format the next line
+    is a word and SIZE numbers, in the binary one a word and SIZE raw float32s. A first line of
+    a word and numbers is GloVe's text format, without a header.
+
+    Raises:
+        ValueError: the file is none of these (named, with what its first line holds).
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rb") as stream:
+            first = stream.readline(1 << 16)
+            second = stream.readline(1 << 20)
+    except (OSError, EOFError) as error:
+        raise ValueError(f"cannot read word vectors from {path}: {error}") from error
+    header = first.split()
+    if len(header) == 2 and all(field.isdigit() for field in header):
+        return not _is_text_vector_line(second, int(header[1])), True
+    if _is_text_vector_line(first):
+        return False, False
+    shown = first[:60].decode("utf-8", errors="replace").rstrip()
+    raise ValueError(
+        f"{path} is not a word-vector file: its first line {shown!r} is neither word2vec's "
+        '"COUNT SIZE" header nor a word followed by numbers'
+    )
+
+
+def _is_text_vector_line(line: bytes, size: int | None = None) -> bool:
+    """Whether `line` reads as a word and `size` (any number of, when None) decimal numbers."""
+    try:
+        fields = line.decode("utf-8", errors="replace").split()  # a word's bytes may be latin-1
+        numbers = [float(field) for field in fields[1:]]
+    except ValueError:
+        return False
+    return bool(numbers) and (size is None or len(numbers) == size)
 
 
 def embedding_rows(

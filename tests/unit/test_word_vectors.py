@@ -15,6 +15,7 @@ from bertlab.training.word_vectors import (
     analogy,
     embedding_rows,
     load_vectors,
+    save_vectors,
     train_word_level_vectors,
     train_word_vectors,
     warm_start,
@@ -82,13 +83,59 @@ def test_bad_settings_are_refused() -> None:
         WordVectorConfig(epochs=0)
 
 
-def test_a_file_that_is_not_word2vec_binary_is_named(tmp_path) -> None:
+def small_vectors():
+    keyed_vectors = pytest.importorskip("gensim.models.keyedvectors")
+    vectors = keyed_vectors.KeyedVectors(vector_size=4)
+    words = ["river", "bank", "loan", "青蛙"]
+    rows = np.random.default_rng(0).normal(size=(len(words), 4)).astype(np.float32)
+    vectors.add_vectors(words, rows)
+    return keyed_vectors.KeyedVectors, vectors
+
+
+@pytest.mark.parametrize("name", ["vectors.txt", "vectors.txt.gz"])
+def test_text_format_vectors_read_as_gensims_text_reader_reads_them(tmp_path, name) -> None:
+    """A text-format file was read as binary: wrong vectors (0.58 for a cosine of 0.24)."""
+    reader, vectors = small_vectors()
+    path = tmp_path / name
+    vectors.save_word2vec_format(str(path), binary=False)
+    expected = reader.load_word2vec_format(str(path), binary=False)
+    loaded = load_vectors(path)
+    assert loaded.index_to_key == expected.index_to_key == vectors.index_to_key
+    np.testing.assert_array_equal(loaded.vectors, expected.vectors)
+    assert loaded.similarity("bank", "loan") == pytest.approx(vectors.similarity("bank", "loan"))
+
+
+def test_glove_text_without_a_header_and_binary_files_read(tmp_path) -> None:
+    reader, vectors = small_vectors()
+    glove = tmp_path / "glove.txt"
+    vectors.save_word2vec_format(str(glove), binary=False, write_header=False)
+    binary = tmp_path / "vectors.bin"
+    save_vectors(vectors, binary)
+    for path in (glove, binary):
+        loaded = load_vectors(path)
+        assert loaded.index_to_key == vectors.index_to_key
+        np.testing.assert_allclose(loaded.vectors, vectors.vectors, rtol=1e-6)
+
+
+def test_a_file_that_is_no_vector_file_is_refused_in_one_line(tmp_path) -> None:
+    pytest.importorskip("gensim")
+    prose = tmp_path / "notes.txt"
+    prose.write_text("these are notes\nnot vectors\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{prose} is not a word-vector file: its first line"):
+        load_vectors(prose)
+
+
+def test_a_broken_vector_file_is_named(tmp_path) -> None:
     """gensim's own words ("'utf-8' codec can't decode byte 0xe9") do not say which file."""
     pytest.importorskip("gensim")
-    text_vectors = tmp_path / "vectors.txt"
-    text_vectors.write_bytes(b"2 3\ncaf\xe9 0.1 0.2 0.3\nab 0.1 0.2 0.3\n")
-    with pytest.raises(ValueError, match=f"^{text_vectors} is not a word2vec binary file"):
-        load_vectors(text_vectors)
+    latin1 = tmp_path / "vectors.txt"
+    latin1.write_bytes(b"2 3\ncaf\xe9 0.1 0.2 0.3\nab 0.1 0.2 0.3\n")
+    with pytest.raises(ValueError, match=f"^{latin1} is not a readable word2vec text file"):
+        load_vectors(latin1)
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"3 4\nab " + bytes(8))
+    with pytest.raises(ValueError, match=f"^{short} is not a readable word2vec binary file"):
+        load_vectors(short)
 
 
 def test_no_word_reaching_min_count_is_refused_in_our_words(tmp_path) -> None:
