@@ -1,9 +1,11 @@
 """What the command line logs: quiet by default, more with `-v` and `-vv`.
 
-Without -v: bertlab's own progress (INFO: epochs, the server's address) and every library's
-warnings; not the libraries' INFO (gensim's per-epoch progress, uvicorn's startup lines) nor the
-detail of which weights a load left new (a task head is new in every fine-tuning). `-v` adds the
-INFO of every library and that detail, each repeated load's once; `-vv` adds debug messages.
+Without -v: bertlab's own progress (epochs, the server's address) as plain lines, without a
+level or a logger's name, and every library's warnings (`WARNING name: ...`); no INFO log records:
+not the libraries' (gensim's per-epoch progress, uvicorn's startup lines) nor the detail of which
+weights a load left new (a task head is new in every fine-tuning). `-v` shows INFO: every record
+as `INFO name: ...`, the libraries' too, and that detail, each repeated load's once; `-vv` adds
+debug messages.
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ ONCE_PER_RUN_LOGGERS = ("bertlab.checkpoint", "bertlab.data.tasks.encoding")
 RUN_PROGRESS_LOGGERS = ("bertlab.training.finetune", "bertlab.training.finetune_loop")
 # gensim's records of each step of a training, as dictionaries: only with -vv.
 DEBUG_ONLY_LOGGERS = ("gensim.utils",)
+
+
+class QuietFormatter(logging.Formatter):
+    """LOG_FORMAT, except that bertlab's own INFO records read as plain progress lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.levelno == logging.INFO and record.name.startswith("bertlab"):
+            return record.getMessage()
+        return super().format(record)
 
 
 class OncePerRun(logging.Filter):
@@ -44,7 +55,8 @@ def configure_logging(verbosity: int) -> None:
     """Log to stderr: 0 quiet (see the module's docstring), 1 (`-v`) INFO, 2 (`-vv`) DEBUG."""
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    formatter = QuietFormatter if verbosity == 0 else logging.Formatter
+    handler.setFormatter(formatter(LOG_FORMAT))
     handler.addFilter(OncePerRun(ONCE_PER_RUN_LOGGERS))
     logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("bertlab").setLevel(min(level, logging.INFO))
