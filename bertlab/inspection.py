@@ -28,16 +28,25 @@ from bertlab.atomic import atomic_file
 from bertlab.basic_tokenization import is_cjk_ideograph
 from bertlab.config import BertConfig
 from bertlab.electra import GENERATOR_ARCHITECTURE
+from bertlab.model_card import card_setting
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import MASK_TOKEN, Tokenizer
 
 logger = logging.getLogger(__name__)
 
 MLM_HEAD_KEY = "cls.predictions.transform.dense.weight"
+NSP_HEAD_KEY = "cls.seq_relationship.weight"
+# Objectives (a bertlab card's "objective" row) whose runs trained the next-sentence head; the
+# others save it as initialised, so its answers would be noise.
+NSP_OBJECTIVES = ("mlm+nsp",)
+IS_NEXT = 0  # the NSP head's class for "B follows A" (`BertForPreTraining`'s labels)
 ATTENTION_COLUMNS = 4  # heads per row of the attention figure
 HEATMAP_INCHES = 3.2
 FIGURE_DPI = 110
 MAX_TITLE_CHARACTERS = 70
+LAYER_GRID_INCHES = 1.6  # a heatmap of the every-layer grid
+LINE_VIEW_INCHES_PER_PIECE = 0.22
+MIN_LINE_WEIGHT = 0.02  # lighter lines of the line view are not drawn: they would be invisible
 # Fonts with CJK glyphs, tried in order for Chinese labels (matplotlib's DejaVu Sans has none).
 CJK_FONTS = (
     "Noto Sans CJK SC",
@@ -104,6 +113,64 @@ def load_with_lm_head(directory: str | os.PathLike) -> tuple[BertForPreTraining,
         )
     model = BertForPreTraining.from_pretrained(directory).eval()
     return model, Tokenizer.from_pretrained(directory)
+
+
+def load_for_next_sentence(directory: str | os.PathLike) -> tuple[BertForPreTraining, Tokenizer]:
+    """The model with its next-sentence head (BERT Sec. 3.1, Task #2), and its tokenizer.
+
+    Raises:
+        ValueError: the checkpoint has no next-sentence head, or its card says that its
+            pre-training never trained one (`--objective mlm` saves the head as initialised).
+    """
+    config_values, weights = checkpoint.read_model(directory)
+    keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
+    objective = card_setting(directory, "objective")
+    if NSP_HEAD_KEY not in keys or (objective is not None and objective not in NSP_OBJECTIVES):
+        trained = f"was pre-trained with {objective} only" if objective else "has no such head"
+        raise ValueError(
+            f"{directory} {trained}: its next-sentence head is untrained, so it cannot say "
+            "whether B follows A; this needs a model pre-trained with next-sentence prediction "
+            "(`bertlab pretrain --objective mlm+nsp`, or Google's BERT checkpoints)"
+        )
+    model = BertForPreTraining.from_pretrained(directory).eval()
+    check_reads_both_sides(model.config, directory)
+    return model, Tokenizer.from_pretrained(directory)
+
+
+@torch.no_grad()
+def next_sentence_probabilities(
+    model: BertForPreTraining, tokenizer: Tokenizer, first: str, seconds: Sequence[str]
+) -> list[float]:
+    """The probability that each of `seconds` is the sentence after `first`, as the
+    next-sentence head says it: softmax over its two classes of [CLS] A [SEP] B [SEP], IsNext.
+
+    Raises:
+        ValueError: no second sentence, or a pair longer than the model's positions (it would
+            be cut, and the head judge a pair it was not given).
+    """
+    if not seconds:
+        raise ValueError("give at least one second sentence")
+    limit = model.config.max_position_embeddings
+    first_pieces = len(tokenizer.tokenize(first))
+    for second in seconds:
+        length = first_pieces + len(tokenizer.tokenize(second)) + 3  # [CLS] A [SEP] B [SEP]
+        if length > limit:
+            raise ValueError(
+                f"the pair with {_quoted(second)} is {length} pieces, more than the model's "
+                f"{limit} positions"
+            )
+    encoding = tokenizer([(first, second) for second in seconds], padding=True)
+    logits = model(
+        torch.tensor(encoding["input_ids"]),
+        torch.tensor(encoding["attention_mask"]),
+        torch.tensor(encoding["token_type_ids"]),
+        masked_positions=torch.zeros(len(seconds), 1, dtype=torch.long),  # MLM logits unused
+    ).nsp_logits  # (B, 2)
+    return logits.float().softmax(dim=-1)[:, IS_NEXT].tolist()
+
+
+def _quoted(text: str, width: int = 40) -> str:
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
 
 
 def check_reads_both_sides(config: BertConfig, name: str | os.PathLike = "the model") -> None:
@@ -192,9 +259,10 @@ def load_encoder(directory: str | os.PathLike) -> tuple[BertModel, Tokenizer]:
 
 
 def attention_maps(
-    model: BertModel, tokenizer: Tokenizer, text: str, layer: int
+    model: BertModel, tokenizer: Tokenizer, text: str, layer: int, text_pair: str | None = None
 ) -> tuple[list[str], torch.Tensor]:
-    """The pieces of `[CLS] text [SEP]` and layer `layer`'s attention (N, L, L), query by key.
+    """The pieces of `[CLS] text [SEP]` (or `[CLS] text [SEP] text_pair [SEP]`) and layer
+    `layer`'s attention (N, L, L), query by key.
 
     Args:
         layer: 1-based, as in "layer 1 of 12"; negative counts from the last (-1 = last).
@@ -205,27 +273,39 @@ def attention_maps(
     num_layers = model.config.num_hidden_layers
     if not (1 <= layer <= num_layers or -num_layers <= layer <= -1):
         raise ValueError(f"the model has layers 1..{num_layers}, not {layer}")
-    pieces, attentions = all_attention_maps(model, tokenizer, text)
+    pieces, attentions = all_attention_maps(model, tokenizer, text, text_pair)
     index = layer - 1 if layer > 0 else num_layers + layer
     return pieces, attentions[index]  # (N, L, L)
 
 
 @torch.no_grad()
 def all_attention_maps(
-    model: BertModel, tokenizer: Tokenizer, text: str
+    model: BertModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None
 ) -> tuple[list[str], torch.Tensor]:
-    """Every layer's attention over the pieces of `[CLS] text [SEP]`, from one forward pass.
+    """Every layer's attention over the pieces of `[CLS] text [SEP]`, or of the pair
+    `[CLS] text [SEP] text_pair [SEP]` (B's pieces with segment 1), from one forward pass.
 
     Returns:
         (the L pieces, attention (layers, N, L, L) float32: first layer first, query by key).
 
     Raises:
-        ValueError: an empty text.
+        ValueError: an empty text or sentence B, or a pair longer than the model's positions.
     """
-    encoding = tokenizer(text, max_length=model.config.max_position_embeddings)
-    if len(encoding["input_ids"]) <= 2:
+    limit = model.config.max_position_embeddings
+    if not tokenizer.tokenize(text):
         raise ValueError("the text has no tokens to show")
-    output = model(torch.tensor([encoding["input_ids"]]), output_attentions=True)
+    if text_pair is not None:
+        if not tokenizer.tokenize(text_pair):
+            raise ValueError("sentence B has no tokens to show")
+        length = len(tokenizer.tokenize(text)) + len(tokenizer.tokenize(text_pair)) + 3
+        if length > limit:
+            raise ValueError(f"the pair is {length} pieces, more than the model's {limit}")
+    encoding = tokenizer(text, text_pair, max_length=limit)
+    output = model(
+        torch.tensor([encoding["input_ids"]]),
+        token_type_ids=torch.tensor([encoding["token_type_ids"]]),
+        output_attentions=True,
+    )
     pieces = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
     return pieces, torch.stack([layer[0] for layer in output.attentions]).float()
 
@@ -321,4 +401,104 @@ def plot_attention(
     figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight (probability)")
     shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."
     figure.suptitle(f"Attention of layer {layer}, every head: {shown!r}{note}")
+    return save_figure(figure, families, out_path, FIGURE_DPI)
+
+
+def plot_attention_layers(
+    pieces: list[str], attentions: torch.Tensor, text: str, out_path: str | Path
+) -> Path:
+    """Every layer and head at once: a grid of heatmaps, a row per layer (first at the top), a
+    column per head, pieces named on the outer edges; written atomically as a PNG.
+
+    Args:
+        attentions: (layers, N, L, L), as `all_attention_maps` returns it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    families, note = cjk_fonts(pieces)
+    note = f" ({note})" if note else ""
+    num_layers, num_heads = attentions.shape[:2]
+    inches = LAYER_GRID_INCHES * max(1.0, len(pieces) / 16)
+    figure, axes = plt.subplots(
+        num_layers,
+        num_heads,
+        figsize=(inches * num_heads, inches * num_layers),
+        squeeze=False,
+        layout="constrained",
+    )
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            axis = axes[layer, head]
+            axis.imshow(attentions[layer, head].numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
+            is_bottom, is_left = layer == num_layers - 1, head == 0
+            positions = range(len(pieces))
+            axis.set_xticks(positions, pieces if is_bottom else [], rotation=90, fontsize=6)
+            axis.set_yticks(positions, pieces if is_left else [], fontsize=6)
+            if layer == 0:
+                axis.set_title(f"head {head + 1}", fontsize=9)
+            if is_left:
+                axis.set_ylabel(f"layer {layer + 1}", fontsize=9)
+    shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."
+    figure.suptitle(
+        f"Attention of every layer and head (rows: attending token; columns: attended-to; "
+        f"0 to 1): {shown!r}{note}"
+    )
+    return save_figure(figure, families, out_path, FIGURE_DPI)
+
+
+def plot_attention_lines(
+    pieces: list[str],
+    attentions: torch.Tensor,
+    layer: int,
+    text: str,
+    out_path: str | Path,
+    focus: int | None = None,
+) -> Path:
+    """The line view of one layer (the lectures' "it" picture): per head, the pieces twice, as
+    attending tokens on the left and attended-to tokens on the right, joined by lines whose
+    opacity is the attention weight; with `focus` (a piece's index), only that piece's lines.
+
+    Args:
+        attentions: (N, L, L), as `attention_maps` returns it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    families, note = cjk_fonts(pieces)
+    note = f" ({note})" if note else ""
+    num_heads, length = attentions.shape[0], len(pieces)
+    columns = min(ATTENTION_COLUMNS, num_heads)
+    rows = math.ceil(num_heads / columns)
+    height = max(3.0, length * LINE_VIEW_INCHES_PER_PIECE)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(2.6 * columns, height * rows), squeeze=False, layout="constrained"
+    )
+    queries = range(length) if focus is None else [focus]
+    for head, axis in enumerate(axes.flat):
+        axis.axis("off")
+        if head >= num_heads:
+            continue
+        axis.set_xlim(-0.9, 1.9)
+        axis.set_ylim(length - 0.5, -0.5)
+        for position, piece in enumerate(pieces):
+            weight = "bold" if position == focus else "normal"
+            axis.text(0, position, piece, ha="right", va="center", fontsize=7, fontweight=weight)
+            axis.text(1, position, piece, ha="left", va="center", fontsize=7)
+        for query in queries:
+            for key in range(length):
+                alpha = float(attentions[head, query, key])
+                if alpha >= MIN_LINE_WEIGHT:
+                    axis.plot([0.05, 0.95], [query, key], color="tab:blue", alpha=alpha, lw=1.5)
+        axis.set_title(f"head {head + 1}", fontsize=9)
+    shown = text if len(text) <= MAX_TITLE_CHARACTERS else text[:MAX_TITLE_CHARACTERS] + "..."
+    of = "" if focus is None else f" from {pieces[focus]!r}"
+    figure.suptitle(
+        f"Attention of layer {layer}{of} (left: attending token; right: attended-to; opacity: "
+        f"weight): {shown!r}{note}"
+    )
     return save_figure(figure, families, out_path, FIGURE_DPI)

@@ -91,6 +91,19 @@ def format_value(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
+def card_setting(directory: str | os.PathLike, name: str) -> str | None:
+    """The value of the row `name` in the tables of `directory`'s card as bertlab writes it
+    (e.g. "objective" -> "mlm"); None without a card or such a row (a model made elsewhere)."""
+    path = Path(directory) / CARD_NAME
+    if not path.is_file():
+        return None
+    prefix = f"| {name} | "
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith(prefix) and line.endswith(" |"):
+            return line[len(prefix) : -2].strip()
+    return None
+
+
 def write_model_card(directory: str | os.PathLike, card: ModelCard) -> Path:
     """Write `card` as `directory/README.md`, atomically; return its path."""
     return write_text(Path(directory) / CARD_NAME, card.render())

@@ -1,13 +1,23 @@
-"""`bertlab fill-mask` and `bertlab attention` on small random models saved to disk."""
+"""`bertlab fill-mask`, `bertlab nsp` and `bertlab attention` on small random models on disk."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 import torch
 
 from bertlab.cli import main
 from bertlab.heads import BertForSequenceClassification
-from bertlab.inspection import attention_maps, fill_mask, load_encoder, load_for_fill_mask
+from bertlab.inspection import (
+    all_attention_maps,
+    attention_maps,
+    fill_mask,
+    load_encoder,
+    load_for_fill_mask,
+    load_for_next_sentence,
+    next_sentence_probabilities,
+)
 from bertlab.modeling import BertForPreTraining
 from bertlab.tokenization import Tokenizer
 
@@ -105,3 +115,101 @@ def test_an_argument_that_is_not_utf8_is_one_line(model_dirs, capsys):
         "bertlab: error: the text '\\xe8abc [MASK]' is not UTF-8 (at character 1); convert it "
         "first (e.g. iconv -t utf-8)\n"
     )
+
+
+def test_next_sentence_probability_is_the_heads_is_next_softmax(model_dirs) -> None:
+    model, tokenizer = load_for_next_sentence(model_dirs[0])
+    seconds = ["w2 w3 .", "w1 w1 w1 w1 w1 ."]
+    probabilities = next_sentence_probabilities(model, tokenizer, "w1 w2 .", seconds)
+    for second, probability in zip(seconds, probabilities, strict=True):
+        encoding = tokenizer("w1 w2 .", second)
+        ids = torch.tensor([encoding["input_ids"]])
+        logits = model(ids, token_type_ids=torch.tensor([encoding["token_type_ids"]])).nsp_logits[0]
+        assert probability == pytest.approx(logits.softmax(-1)[0].item(), abs=1e-6)
+
+
+@pytest.mark.golden
+def test_next_sentence_probability_equals_transformers(model_dirs) -> None:
+    transformers = pytest.importorskip("transformers")
+    model, tokenizer = load_for_next_sentence(model_dirs[0])
+    reference = transformers.BertForNextSentencePrediction.from_pretrained(model_dirs[0]).eval()
+    encoding = tokenizer("w1 w2 .", "w3 w4 .")
+    with torch.no_grad():
+        logits = reference(
+            torch.tensor([encoding["input_ids"]]),
+            token_type_ids=torch.tensor([encoding["token_type_ids"]]),
+        ).logits
+    # transformers' label 0: "sequence B is a continuation of sequence A"
+    expected = logits.softmax(-1)[0, 0].item()
+    assert next_sentence_probabilities(model, tokenizer, "w1 w2 .", ["w3 w4 ."]) == [
+        pytest.approx(expected, abs=1e-6)
+    ]
+
+
+def test_nsp_command_prints_each_candidates_probability(model_dirs, capsys) -> None:
+    assert main(["nsp", "--model", str(model_dirs[0]), "w1 w2 .", "w3 .", "w4 w5 ."]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "A: w1 w2 ."
+    assert [line.split("B: ")[1] for line in lines[1:]] == ["w3 .", "w4 w5 ."]
+    assert all(line.strip().split()[0].endswith("%") for line in lines[1:])
+
+
+def test_nsp_refuses_models_whose_head_is_untrained_in_one_line(model_dirs, tmp_path, capsys):
+    mlm_only = tmp_path / "mlm-only"
+    shutil.copytree(model_dirs[0], mlm_only)
+    (mlm_only / "README.md").write_text("| setting | value |\n|---|---|\n| objective | mlm |\n")
+    long_text = " ".join(["w1"] * 70)
+    for argv, expected in (
+        (["nsp", "--model", str(model_dirs[1]), "w1 .", "w2 ."], "has no such head"),
+        (["nsp", "--model", str(mlm_only), "w1 .", "w2 ."], "was pre-trained with mlm only"),
+        (["nsp", "--model", str(model_dirs[0]), "w1 .", long_text], "more than the model's 64"),
+    ):
+        assert main(argv) == 1
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and expected in error, error
+
+
+@pytest.mark.golden
+def test_a_pairs_attention_equals_transformers_with_segment_ids(model_dirs) -> None:
+    transformers = pytest.importorskip("transformers")
+    model, tokenizer = load_encoder(model_dirs[1])
+    pieces, attentions = all_attention_maps(model, tokenizer, "w1 w2 .", "w3 w4 .")
+    assert pieces == ["[CLS]", "w1", "w2", ".", "[SEP]", "w3", "w4", ".", "[SEP]"]
+    reference = transformers.BertModel.from_pretrained(model_dirs[1], attn_implementation="eager")
+    encoding = tokenizer("w1 w2 .", "w3 w4 .")
+    assert encoding["token_type_ids"] == [0] * 5 + [1] * 4
+    expected = reference(
+        torch.tensor([encoding["input_ids"]]),
+        token_type_ids=torch.tensor([encoding["token_type_ids"]]),
+        output_attentions=True,
+    ).attentions
+    torch.testing.assert_close(attentions, torch.stack([a[0] for a in expected]), atol=1e-5, rtol=0)
+
+
+def test_attention_draws_a_pair_every_layer_and_the_line_view(model_dirs, tmp_path, capsys):
+    model = str(model_dirs[0])
+    base = ["attention", "--model", model, "--text", "w1 w2 .", "--pair", "w3 w4 ."]
+    for extra, name, said in (
+        (["--layer", "all"], "grid.png", "(2 layers, 4 heads, 9 tokens)"),
+        (["--view", "lines"], "lines.png", "(layer 2, 4 heads, 9 tokens)"),
+        (["--view", "lines", "--token", "w3", "--layer", "1"], "w3.png", "(layer 1, 4 heads"),
+    ):
+        out = tmp_path / name
+        assert main([*base, *extra, "--out", str(out)]) == 0
+        assert said in capsys.readouterr().out
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_attention_refuses_mixed_up_views_in_one_line(model_dirs, tmp_path, capsys) -> None:
+    base = ["attention", "--model", str(model_dirs[0]), "--text", "w1 w2 ."]
+    out = ["--out", str(tmp_path / "a.png")]
+    for extra, expected in (
+        (["--layer", "all", "--view", "lines"], "--view lines draws one layer"),
+        (["--token", "w1"], "--token picks a token's lines"),
+        (["--view", "lines", "--token", "w9"], "--token 'w9' is not in the text"),
+        (["--layer", "last"], "--layer must be a layer number or 'all'"),
+        (["--pair", " ".join(["w1"] * 70)], "more than the model's 64"),
+    ):
+        assert main([*base, *extra, *out]) == 1
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and expected in error, error
