@@ -22,7 +22,7 @@ Two ways of reading the encoder beyond BERT's own:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -501,34 +501,3 @@ def _check_choices(
                 f"{name} shape {tuple(tensor.shape)} differs from input_ids "
                 f"{tuple(input_ids.shape)}"
             )
-
-
-def word_predictions(
-    logits: torch.Tensor, word_ids: Sequence[Sequence[int | None]]
-) -> list[dict[int, int]]:
-    """Map token predictions back to words: each word takes the label of its first piece.
-
-    Example: pieces ["[CLS]", "un", "##aff", "##able", "yes", "[SEP]"] with word_ids
-    [None, 0, 0, 0, 1, None] give {0: label at "un", 1: label at "yes"}.
-
-    Args:
-        logits: (B, L, C) from `BertForTokenClassification`.
-        word_ids: per sequence, the word index of each of its L tokens; None for special tokens
-            and padding (as `tokenizers.Encoding.word_ids` gives them).
-
-    Returns:
-        Per sequence, {word index: label id}. Words cut off by truncation are absent.
-    """
-    predicted = logits.argmax(-1).tolist()  # (B, L)
-    if len(word_ids) != len(predicted):
-        raise ValueError(f"word_ids has {len(word_ids)} sequences, logits {len(predicted)}")
-    words_per_sequence = []
-    for labels, words in zip(predicted, word_ids, strict=True):
-        if len(words) != len(labels):
-            raise ValueError(f"word_ids has {len(words)} tokens, logits {len(labels)}")
-        first: dict[int, int] = {}
-        for label, word in zip(labels, words, strict=True):
-            if word is not None and word not in first:
-                first[word] = label
-        words_per_sequence.append(first)
-    return words_per_sequence

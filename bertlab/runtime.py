@@ -125,15 +125,6 @@ def distributed(context: DistributedContext) -> Iterator[DistributedContext]:
         dist.destroy_process_group()
 
 
-def all_reduce_mean(values: torch.Tensor, context: DistributedContext) -> torch.Tensor:
-    """The mean of `values` over all processes (returned as is for one process)."""
-    if not context.is_distributed:
-        return values
-    values = values.clone()
-    dist.all_reduce(values, op=dist.ReduceOp.SUM)
-    return values / context.world_size
-
-
 def barrier(context: DistributedContext) -> None:
     if context.is_distributed:
         dist.barrier()

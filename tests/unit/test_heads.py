@@ -12,7 +12,6 @@ from bertlab.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    word_predictions,
 )
 from bertlab.modeling import BertForPreTraining
 
@@ -270,12 +269,3 @@ def test_multiple_choice_needs_three_dimensional_inputs(tiny_config, batch):
         model(**inputs)
     with pytest.raises(ValueError, match=r"shape \(2,\), got \(2, 3\)"):
         model(**choices(batch), labels=torch.zeros(2, 3, dtype=torch.int64))
-
-
-def test_word_predictions_take_the_label_of_the_first_piece():
-    # [CLS] un ##aff ##able yes [SEP] [PAD]; labels favoured per token: 0 1 2 2 3 0 0
-    logits = F.one_hot(torch.tensor([[0, 1, 2, 2, 3, 0, 0]]), 4).float()  # (1, 7, 4)
-    word_ids = [[None, 0, 0, 0, 1, None, None]]
-    assert word_predictions(logits, word_ids) == [{0: 1, 1: 3}]
-    with pytest.raises(ValueError, match="word_ids has 6 tokens, logits 7"):
-        word_predictions(logits, [[None, 0, 0, 0, 1, None]])
