@@ -66,9 +66,9 @@ class DemoRecipe:
     shipped_learning_rate: float = 3e-4
     finetune_epochs: int = 4
     finetune_batch_size: int = 32
-    # The shipped model and its random twin are fine-tuned with the first of the seeds only: a
-    # BERT-mini fine-tuning costs 3.4 (English) to 4.7 (Chinese) of BERT-Tiny's, measured
-    # (docs/demo.md#how-long-it-takes); the twin's seeds are at most the model's.
+    # The shipped model is fine-tuned with the first `shipped_seeds` of the seeds and its random
+    # twin with the first `twin_seeds` (at most the model's): a BERT-mini fine-tuning costs 3.4
+    # (English) to 4.7 (Chinese) of BERT-Tiny's, measured (docs/demo.md#how-long-it-takes).
     shipped_seeds: int = 5
     twin_seeds: int = 3
 
