@@ -31,22 +31,19 @@ def add_transfer_command(commands: argparse._SubParsersAction) -> None:
         "and OUT/results.json. Running the same command again continues an interrupted run; "
         "one with other settings (OUT/settings.json) is refused.",
     )
-    # The experiments' flags read their defaults from the apps, which import torch: they are
-    # added when their experiment is parsed, so `bertlab --help` stays fast.
-    transfer.defer_flags(_add_transfer_run_flags)
-    transfer.defer_flags(_add_transfer_pretrain_flags)
-    transfer.defer_flags(_add_transfer_arm_flags)
-    transfer.defer_flags(_add_transfer_finetune_flags)
+    # The flags show the apps' defaults from `library_constants`: the apps import torch.
+    _add_transfer_run_flags(transfer)
+    _add_transfer_pretrain_flags(transfer)
+    _add_transfer_arm_flags(transfer)
+    _add_transfer_finetune_flags(transfer)
     transfer.set_defaults(handler=run_transfer_command)
 
 
 def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_config import TransferConfig
-    from bertlab.apps.transfer_data import ROWS
+    from bertlab.cli.library_constants import TRANSFER_LANG, TRANSFER_SEEDS, TRANSFER_TASKS
 
-    defaults = TransferConfig
-    english = ", ".join(t.name for t in ROWS["en"])
-    chinese = ", ".join(t.name for t in ROWS["zh"])
+    english = ", ".join(TRANSFER_TASKS["en"])
+    chinese = ", ".join(TRANSFER_TASKS["zh"])
     add = parser.add_argument
     add(
         "--data",
@@ -54,14 +51,24 @@ def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
         help="the data directory (layout of ../shared/data: glue/SST-2/...)",
     )
     add("--out", required=True, help="experiment directory")
-    add("--lang", default=defaults.lang, choices=list(ROWS), help="en or zh (default: en)")
+    add(
+        "--lang",
+        default=TRANSFER_LANG,
+        choices=list(TRANSFER_TASKS),
+        help="en or zh (default: en)",
+    )
     add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
-    add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
+    add("--seeds", default=",".join(map(str, TRANSFER_SEEDS)), help="(default: %(default)s)")
     add("--no-progress", action="store_true", help="hide progress bars")
 
 
 def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_config import PRETRAIN_OBJECTIVES, TransferConfig
+    from bertlab.cli.library_constants import (
+        PRETRAIN_OBJECTIVES,
+        TRANSFER_BUDGET_MINUTES,
+        TRANSFER_POINTS,
+        TRANSFER_TASK_TEXT_REPEATS,
+    )
     from bertlab.config import PRESETS
     from bertlab.training.budget import (
         LARGER_MODEL,
@@ -70,19 +77,18 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
         BudgetRecipe,
     )
 
-    defaults = TransferConfig
     group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
     add = group.add_argument
     add(
         "--budget",
         type=parse_duration,
-        default=defaults.budget_minutes * 60,
+        default=TRANSFER_BUDGET_MINUTES * 60,
         help="pre-training time, e.g. 60m (default: 60m)",
     )
     add(
         "--points",
         help="minutes of pre-training to fine-tune from, besides 0 and the budget (default: "
-        f"{','.join(f'{p:g}' for p in defaults.points)} with the general arm alone, else none; "
+        f"{','.join(f'{p:g}' for p in TRANSFER_POINTS)} with the general arm alone, else none; "
         "empty: none)",
     )
     add(
@@ -113,7 +119,7 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--task-text",
         type=int,
-        default=defaults.task_text_repeats,
+        default=TRANSFER_TASK_TEXT_REPEATS,
         metavar="REPEATS",
         help="add the unlabeled text of the tasks' training parts (never a dev or test "
         "example) to the pre-training corpus, REPEATS times, as OUT/task_text.txt: "
@@ -136,18 +142,18 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_config import ARMS, TransferConfig
+    from bertlab.cli.library_constants import TRANSFER_ARMS, TRANSFER_DEFAULT_ARMS
 
     group = parser.add_argument_group("arms: the columns")
     add = group.add_argument
     add(
         "--arms",
-        default=",".join(TransferConfig.arms),
+        default=",".join(TRANSFER_DEFAULT_ARMS),
         help="columns besides scratch, comma-separated, each a pre-training corpus at the whole "
         "budget: general (the language's general corpus), in-domain (text of the tasks' kind: "
         "--in-domain-corpus), mixed (both), continued (the general model pre-trained further on "
         "the in-domain text for --continue-minutes), word-vectors (word2vec vectors of the "
-        f"in-domain text as the embeddings of a random encoder); any of {', '.join(ARMS)} "
+        f"in-domain text as the embeddings of a random encoder); any of {', '.join(TRANSFER_ARMS)} "
         "(default: %(default)s, with --points)",
     )
     add(
@@ -164,21 +170,20 @@ def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_config import TransferConfig
+    from bertlab.cli.library_constants import TRANSFER_FINETUNE_DROPOUT, TRANSFER_LEARNING_RATE
 
-    defaults = TransferConfig
     group = parser.add_argument_group("fine-tuning (the same for every column)")
     add = group.add_argument
     add(
         "--learning-rate",
         type=float,
-        default=defaults.learning_rate,
+        default=TRANSFER_LEARNING_RATE,
         help="fine-tuning learning rate (default: %(default)g)",
     )
     add(
         "--finetune-dropout",
         type=float,
-        default=defaults.finetune_dropout,
+        default=TRANSFER_FINETUNE_DROPOUT,
         help="dropout of every model while fine-tuning, pre-trained and from scratch (default: "
         "%(default)g, BERT's; 0 fine-tunes without dropout)",
     )
@@ -202,13 +207,13 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
     add("--data", required=True, help="the data directory (layout of ../shared/data)")
     add("--out", required=True, help="experiment directory")
     add("--no-progress", action="store_true", help="hide progress bars")
-    ablation.defer_flags(_add_ablation_pretrain_flags)
-    ablation.defer_flags(_add_ablation_finetune_flags)
+    _add_ablation_pretrain_flags(ablation)
+    _add_ablation_finetune_flags(ablation)
     ablation.set_defaults(handler=run_ablation_command)
 
 
 def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.ablation_config import DEFAULT_BUDGET_MINUTES, ROWS
+    from bertlab.cli.library_constants import ABLATION_BUDGET_MINUTES, ABLATION_ROWS
     from bertlab.config import PRESETS
 
     group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
@@ -216,10 +221,14 @@ def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--budget",
         type=parse_duration,
-        default=DEFAULT_BUDGET_MINUTES * 60,
+        default=ABLATION_BUDGET_MINUTES * 60,
         help="pre-training time of each objective, e.g. 10m (default: %(default)gs)",
     )
-    add("--rows", default=",".join(ROWS), help="Table 5's rows to run (default: %(default)s)")
+    add(
+        "--rows",
+        default=",".join(ABLATION_ROWS),
+        help="Table 5's rows to run (default: %(default)s)",
+    )
     add(
         "--model-size",
         choices=list(PRESETS),
@@ -235,19 +244,24 @@ def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.ablation_config import (
-        FEATURE_LEARNING_RATE,
-        FINETUNE_LEARNING_RATE,
-        TASKS,
-        UNCAPPED_TRAIN_EXAMPLES,
+    from bertlab.cli.library_constants import (
+        ABLATION_FEATURE_LEARNING_RATE,
+        ABLATION_LEARNING_RATE,
+        ABLATION_SEEDS,
+        ABLATION_TRAIN_CAPS,
+        ABLATION_UNCAPPED_TRAIN_EXAMPLES,
     )
 
     group = parser.add_argument_group("fine-tuning and features (the same for every row)")
     add = group.add_argument
-    add("--seeds", default="1,2,3", help="fine-tuning seeds (default: %(default)s)")
+    add(
+        "--seeds",
+        default=",".join(map(str, ABLATION_SEEDS)),
+        help="fine-tuning seeds (default: %(default)s)",
+    )
     add(
         "--tasks",
-        help=f"comma-separated subset of {', '.join(t.name for t in TASKS)} (default: all)",
+        help=f"comma-separated subset of {', '.join(ABLATION_TRAIN_CAPS)} (default: all)",
     )
     add(
         "--no-feature-based",
@@ -257,13 +271,13 @@ def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--learning-rate",
         type=float,
-        default=FINETUNE_LEARNING_RATE,
+        default=ABLATION_LEARNING_RATE,
         help="fine-tuning learning rate (default: %(default)g)",
     )
     add(
         "--feature-learning-rate",
         type=float,
-        default=FEATURE_LEARNING_RATE,
+        default=ABLATION_FEATURE_LEARNING_RATE,
         help="learning rate of the feature-based rows (default: %(default)g)",
     )
     add(
@@ -276,9 +290,9 @@ def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
         "--uncapped",
         action="store_true",
         help="fine-tune on the tasks' whole training parts (SQuAD: "
-        f"{UNCAPPED_TRAIN_EXAMPLES['squad']:,} questions) instead of "
+        f"{ABLATION_UNCAPPED_TRAIN_EXAMPLES['squad']:,} questions) instead of "
         "the default caps ("
-        + ", ".join(f"{t.name} {t.max_train_examples:,}" for t in TASKS if t.max_train_examples)
+        + ", ".join(f"{name} {cap:,}" for name, cap in ABLATION_TRAIN_CAPS.items() if cap)
         + "): about 2 h 35 min on 2 cores instead of under 2 hours",
     )
 
@@ -374,14 +388,19 @@ def add_strategies_command(commands: argparse._SubParsersAction) -> None:
         "OUT/results.json; running the same command again continues an interrupted run. "
         "See docs/finetuning.md#fine-tuning-strategies.",
     )
-    strategies.defer_flags(_add_strategies_flags)
+    _add_strategies_flags(strategies)
     strategies.set_defaults(handler=run_strategies_command)
 
 
 def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
-    from bertlab.apps.strategies import BERT_DEFAULT, STRATEGIES, STRATEGY_ROWS, StrategiesConfig
+    from bertlab.cli.library_constants import (
+        STRATEGIES,
+        STRATEGIES_LEARNING_RATE,
+        STRATEGIES_SEEDS,
+        STRATEGY_BASELINE,
+        STRATEGY_ROWS,
+    )
 
-    defaults = StrategiesConfig
     add = strategies.add_argument
     add("--data", required=True, help="the data directory (layout of ../shared/data)")
     add("--out", required=True, help="experiment directory")
@@ -393,22 +412,18 @@ def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
         metavar="ROW=DIR",
         help="another model for one row (repeatable), e.g. sst2-1k=runs/x/pretrain-in-domain/final",
     )
-    add("--seeds", default=",".join(map(str, defaults.seeds)), help="(default: %(default)s)")
-    add(
-        "--tasks",
-        help=f"comma-separated subset of {', '.join(row.name for row in STRATEGY_ROWS)} "
-        "(default: all)",
-    )
+    add("--seeds", default=",".join(map(str, STRATEGIES_SEEDS)), help="(default: %(default)s)")
+    add("--tasks", help=f"comma-separated subset of {', '.join(STRATEGY_ROWS)} (default: all)")
     add(
         "--strategies",
         default=",".join(STRATEGIES),
-        help=f"comma-separated subset of {', '.join(STRATEGIES)}; {BERT_DEFAULT} (BERT's "
+        help=f"comma-separated subset of {', '.join(STRATEGIES)}; {STRATEGY_BASELINE} (BERT's "
         "default), which the others are judged against, is required (default: all)",
     )
     add(
         "--learning-rate",
         type=float,
-        default=defaults.learning_rate,
+        default=STRATEGIES_LEARNING_RATE,
         help="every strategy's top fine-tuning rate (default: %(default)g)",
     )
     add("--no-progress", action="store_true", help="hide progress bars")
