@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 EXIT_USER_ERROR = 1
@@ -27,32 +27,16 @@ class ArgumentParser(argparse.ArgumentParser):
     or a choice is misspelt, the close one ("did you mean"); exit code 2, no usage dump.
 
     `bertlab`'s parser is one, and so is every subcommand's (argparse's `add_subparsers` makes its
-    parsers of the parent's class). `defer_flags` adds flags only when their command is parsed.
+    parsers of the parent's class).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._deferred_flags: list[Callable[[argparse.ArgumentParser], None]] = []
         self._arg_strings: list[str] = []
-
-    def defer_flags(self, add_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-        """Call `add_flags(self)` only when this command is parsed or its help shown: for flags
-        whose help or defaults come from modules that import torch (`bertlab --help` must not)."""
-        self._deferred_flags.append(add_flags)
-
-    def add_deferred_flags(self) -> None:
-        """Add every flag that `defer_flags` put off, in the order it was given."""
-        while self._deferred_flags:
-            self._deferred_flags.pop(0)(self)
-
-    def format_help(self) -> str:
-        self.add_deferred_flags()
-        return super().format_help()
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        self.add_deferred_flags()
         self._arg_strings = list(sys.argv[1:] if args is None else args)
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:  # a subcommand's parser takes every later argument: none can be the parent's

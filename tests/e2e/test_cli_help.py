@@ -38,7 +38,6 @@ def test_each_subcommand_has_its_own_help(name):
 
 def test_every_option_of_every_command_says_what_it_does():
     def undocumented(parser: argparse.ArgumentParser, path: str) -> list[str]:
-        parser.add_deferred_flags()  # an experiment's flags come when it is parsed
         found = []
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):

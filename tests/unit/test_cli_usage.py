@@ -77,7 +77,7 @@ def test_a_misspelt_command_suggests_the_right_one(capsys, argv, expected):
     assert usage_error(capsys, *argv) == expected
 
 
-def test_a_flag_of_a_deferred_experiment_is_suggested(capsys):
+def test_a_flag_of_an_experiment_is_suggested(capsys):
     message = usage_error(
         capsys, "experiment", "transfer", "--data", "d", "--out", "o", "--budgte", "1m"
     )
