@@ -7,7 +7,8 @@
 
 - prediction: `.predict(texts)` fills in [MASK]s with a pre-trained model's masked-LM head, or
   gives a fine-tuned model's task predictions (labels, scores, tags, answers, choices);
-- feature extraction: `.embed(texts)` gives one vector per text (or per token) from any layer;
+- feature extraction: `.embed(texts)` gives one vector per text (or per piece or word) from any
+  layer;
 - fine-tuning: `load(name, task="sst2")` puts a new task head on the pre-trained encoder;
   `.freeze()` and `.unfreeze()` choose which layers train, `.fit(train, dev, out=...)` trains
   (BERT's recipe: AdamW, warmup and linear decay, the best dev epoch kept in OUT/best with a
@@ -32,11 +33,9 @@ import torch
 from bertlab import checkpoint, hub
 from bertlab.atomic import atomic_directory
 from bertlab.config import FinetuneConfig, TaskDataConfig
-from bertlab.data.collate import sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION, get_task
-from bertlab.feature_heads import last_real_positions
-from bertlab.features import pad_sequences
+from bertlab.features import PER_TEXT, extract_features
 from bertlab.heads import BertForLabels, BertForTask
 from bertlab.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
 from bertlab.model_card import write_model_card
@@ -48,10 +47,6 @@ from bertlab.training.finetune import ModelSource, TaskData, finetuning_card, wr
 from bertlab.training.finetune_loop import FinetuneResult, apply_freezing, train_task_model
 from bertlab.training.optim import layer_learning_rates
 
-POOLINGS = ("cls", "mean", "last", "pooler", "tokens")
-# A left-to-right model's first token has seen only itself: its [CLS] (and the pooler that reads
-# it) is the same for every text. Its sentence vector is the last real token's (GPT, Sec. 3.3).
-CAUSAL_REFUSED_POOLINGS = ("cls", "pooler")
 LABEL_FAMILIES = ("classification", "tagging")  # heads with named labels
 # Generic classification in memory: the fields of `Example`, named as `bertlab finetune` does.
 MEMORY_COLUMNS = ColumnSpec(text_a="text", label="label")
@@ -199,7 +194,6 @@ class PretrainedBert:
         with torch.inference_mode():
             return fill_mask(self.model, self.tokenizer, text, top_k)
 
-    @torch.inference_mode()
     def embed(
         self,
         texts: str | Sequence[str],
@@ -207,55 +201,36 @@ class PretrainedBert:
         layer: int = -1,
         batch_size: int = 32,
     ) -> torch.Tensor | list[torch.Tensor]:
-        """Features of each text: its hidden states at one layer, pooled.
+        """Features of each text: its hidden states at one layer, pooled, as `bertlab embed`
+        computes them (`features.extract_features`, with its vocabulary `features.POOLINGS`).
 
         Args:
             texts: the texts (one string is one text).
-            pooling: "cls" the [CLS] vector, "mean" the mean over the text's tokens, "last" the
-                last real token's vector (the one a left-to-right model has read the whole text
-                into), "pooler" the pooler's tanh output (BERT's sentence vector for
-                classification), "tokens" every token's vector. None: "cls", or "last" for a
-                left-to-right (causal) model, whose "cls" and "pooler" are refused.
+            pooling: one vector per text: "cls" the [CLS] vector, "mean" the mean over the
+                text's pieces, "last" the last real piece's vector (the one a left-to-right model
+                has read the whole text into), "pooler" the pooler's tanh output (BERT's sentence
+                vector for classification; the last layer only); or vectors per text: "pieces"
+                (also "tokens", its old name here) every piece's vector, "first" and
+                "mean-pieces" each word's first piece or the mean of its pieces. None: "cls", or
+                "last" for a left-to-right (causal) model, whose "cls" and "pooler" are refused.
             layer: which hidden states: -1 the last layer, 0 the embeddings, k layer k.
             batch_size: texts per forward pass.
 
         Returns:
-            (number of texts, H) float32 on the CPU; for "tokens", one (L, H) tensor per text
-            ([CLS] and [SEP] included).
+            (number of texts, H) float32 on the CPU; for "pieces", one (L, H) tensor per text
+            ([CLS] and [SEP] included), for "first" and "mean-pieces" one (words, H).
 
         Raises:
-            ValueError: an unknown pooling or layer; "cls" or "pooler" for a causal model.
+            ValueError: an unknown pooling or layer; "cls" or "pooler" for a causal model; a
+                text with nothing to embed.
         """
-        is_causal = self.encoder.config.is_causal
-        if pooling is None:
-            pooling = "last" if is_causal else "cls"
-        if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
-        if is_causal and pooling in CAUSAL_REFUSED_POOLINGS:
-            raise ValueError(
-                f"pooling={pooling!r} gives a left-to-right model the same vector for every "
-                "text (its first token sees only itself); use pooling='last' or 'mean'"
-            )
-        num_layers = self.model.config.num_hidden_layers
-        if not -num_layers - 1 <= layer <= num_layers:
-            raise ValueError(f"the model has layers 0..{num_layers}, not {layer}")
         texts = [texts] if isinstance(texts, str) else list(texts)
         encoder = self.encoder.eval()
-        device = next(encoder.parameters()).device
-        input_ids = self.tokenizer(texts, max_length=encoder.config.max_position_embeddings)[
-            "input_ids"
-        ]
-        features: list[torch.Tensor | None] = [None] * len(texts)
-        for indices in sorted_length_batches([len(ids) for ids in input_ids], batch_size):
-            ids, mask = pad_sequences([input_ids[i] for i in indices], encoder.config.pad_token_id)
-            output = encoder(ids.to(device), mask.to(device), output_hidden_states=True)
-            hidden = output.hidden_states[layer].float().cpu()  # (B, L, H)
-            pooled = _pool(hidden, mask, pooling, output.pooler_output)
-            for row, index in enumerate(indices):
-                features[index] = pooled[row]
-        if pooling == "tokens":
-            return [feature[: len(ids)] for feature, ids in zip(features, input_ids, strict=True)]
-        return torch.stack(features) if features else torch.empty(0, encoder.config.hidden_size)
+        features = extract_features(encoder, self.tokenizer, texts, (layer,), pooling, batch_size)
+        vectors = torch.from_numpy(features.vectors)[:, 0]  # (rows, H)
+        if features.pooling in PER_TEXT:
+            return vectors.contiguous()
+        return [vectors[record["start"] : record["end"]] for record in features.records]
 
     def fit(
         self,
@@ -353,24 +328,6 @@ def _example(item: Any, with_labels: bool) -> Example:
     else:
         texts, label = list(item), None
     return Example(texts[0], texts[1] if len(texts) > 1 else None, label)
-
-
-def _pool(
-    hidden: torch.Tensor, mask: torch.Tensor, pooling: str, pooler_output: torch.Tensor | None
-) -> torch.Tensor:
-    """hidden (B, L, H), mask (B, L) -> (B, H), or (B, L, H) for "tokens"."""
-    if pooling == "cls":
-        return hidden[:, 0]  # (B, H)
-    if pooling == "last":
-        return hidden[torch.arange(hidden.shape[0]), last_real_positions(mask)]  # (B, H)
-    if pooling == "mean":
-        weights = mask.unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
-        return (hidden * weights).sum(1) / weights.sum(1)  # (B, H)
-    if pooling == "pooler":
-        if pooler_output is None:
-            raise ValueError("this model has no pooler; use pooling='cls' or 'mean'")
-        return pooler_output.float().cpu()  # (B, H)
-    return hidden  # (B, L, H)
 
 
 def load(

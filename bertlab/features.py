@@ -4,12 +4,13 @@ The fast inference path groups sequences of similar length into a batch (so a ba
 only to its own longest sequence, and little compute goes to padding), runs under
 `torch.inference_mode`, optionally in bf16 autocast, and returns results in the input order.
 
-`extract_features` is `bertlab embed` (the counterpart of Google's `extract_features.py`): the
-hidden states of chosen layers for texts or text pairs, per piece, per word (its first piece or
-the mean of its pieces) or pooled per text ([CLS], the mean, or a left-to-right model's last
-token), as one float32 array with an index of what each row is. `save_features` writes them as
-`features.npy` or `features.safetensors` plus `index.jsonl` and `features.json`;
-`load_features` reads them back.
+`extract_features` is `bertlab embed` (the counterpart of Google's `extract_features.py`), and
+what `PretrainedBert.embed` and the server's embed call: the hidden states of chosen layers for
+texts or text pairs, per piece, per word (its first piece or the mean of its pieces) or pooled
+per text ([CLS], the mean, a left-to-right model's last token, or the pooler's output), as one
+float32 array with an index of what each row is. POOLINGS is the one vocabulary of the three.
+`save_features` writes them as `features.npy` or `features.safetensors` plus `index.jsonl` and
+`features.json`; `load_features` reads them back.
 """
 
 # Shapes: B batch, L sequence length, H hidden_size, N attention heads, D = H // N head size,
@@ -108,12 +109,19 @@ def pooled_features(
 
 # --- `bertlab embed`: the hidden states of chosen layers ------------------------------------------
 
-# What one row of the features is. Per piece: every piece, [CLS] and [SEP] included (Google's
+# What one row of the features is: the one vocabulary of `bertlab embed`, `PretrainedBert.embed`
+# and the server's embed. Per piece: every piece, [CLS] and [SEP] included (Google's
 # extract_features.py). Per word (words as BERT's basic tokenizer splits them): its first piece
 # (what BERT's tagger reads, Sec. 4.3) or the mean of its pieces. Per text: [CLS], the mean of
-# every piece, or the last real piece (what a left-to-right model's sentence heads read).
-POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last")
-PER_TEXT = ("cls", "mean", "last")
+# every piece, the last real piece (what a left-to-right model's sentence heads read), or the
+# pooler's tanh output over the last layer's [CLS] (BERT's sentence vector for classification).
+POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last", "pooler")
+PER_TEXT = ("cls", "mean", "last", "pooler")
+# Old names still taken: "tokens" was `PretrainedBert.embed`'s and the server's name for "pieces".
+POOLING_ALIASES = {"tokens": "pieces"}
+# A left-to-right model's first token has seen only itself: its [CLS] (and the pooler that reads
+# it) is the same for every text. Its sentence vector is the last real token's (GPT, Sec. 3.3).
+CAUSAL_REFUSED_POOLINGS = ("cls", "pooler")
 FORMATS = ("npy", "safetensors")
 FEATURES_NAME = "features"  # features.npy / features.safetensors, and the tensor's name
 INDEX_FILE = "index.jsonl"  # one line per input text: what its rows are
@@ -191,6 +199,30 @@ def encode_for_features(
     return _Encoded(input_ids, types, pieces, word_of_piece, words, segments)
 
 
+def check_pooling(pooling: str | None, is_causal: bool) -> str:
+    """The pooling as named in POOLINGS, checked for the model: what every embedder calls.
+
+    Args:
+        pooling: a name of POOLINGS or POOLING_ALIASES; None: one vector per text, "cls", or
+            "last" for a left-to-right model.
+        is_causal: the model is left-to-right (`BertConfig.is_causal`).
+
+    Raises:
+        ValueError: an unknown pooling; "cls" or "pooler" for a left-to-right model.
+    """
+    if pooling is None:
+        return "last" if is_causal else "cls"
+    name = POOLING_ALIASES.get(pooling, pooling)
+    if name not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    if is_causal and name in CAUSAL_REFUSED_POOLINGS:
+        raise ValueError(
+            f"pooling={pooling!r} gives a left-to-right model the same vector for every "
+            "text (its first token sees only itself); use pooling='last' or 'mean'"
+        )
+    return name
+
+
 def check_layers(layers: Sequence[int], num_layers: int) -> tuple[int, ...]:
     """The layers as asked, checked: 0 the embeddings, 1..N the layers, -1..-(N+1) from the top.
 
@@ -211,12 +243,13 @@ def extract_features(
     tokenizer: Tokenizer,
     texts: Sequence[str | tuple[str, str]],
     layers: Sequence[int] = (-1,),
-    pooling: str = "pieces",
+    pooling: str | None = "pieces",
     batch_size: int = 32,
     max_length: int | None = None,
 ) -> Features:
     """The hidden states of `layers` for each text or (text, pair), one row per `pooling` unit.
 
+    The one embedder: `bertlab embed`, `PretrainedBert.embed` and the server's embed call it.
     Equal to `transformers.BertModel(output_hidden_states=True)`'s `hidden_states[layer]` at the
     same pieces (tests/golden/test_features_parity.py): batches group texts of similar length,
     and padding does not change a real piece's vector.
@@ -226,20 +259,25 @@ def extract_features(
         tokenizer: its tokenizer.
         texts: strings, or (A, B) pairs.
         layers: hidden states to keep: 0 the embeddings, k layer k, negative from the top.
-        pooling: one of POOLINGS.
+        pooling: one of POOLINGS, or an alias (POOLING_ALIASES); None: one vector per text,
+            "cls", or "last" for a left-to-right model (`check_pooling`). "pooler" reads the
+            last layer only.
         batch_size: texts per forward pass.
         max_length: pieces per input at most, [CLS] and [SEP] included; None: the model's
             max_position_embeddings.
 
     Returns:
-        `Features` with vectors (rows, len(layers), H).
+        `Features` with vectors (rows, len(layers), H) and the pooling's name in POOLINGS.
 
     Raises:
-        ValueError: an unknown pooling, a layer the model lacks, an empty text.
+        ValueError: an unknown pooling, "cls" or "pooler" for a left-to-right model, "pooler"
+            for a model without one or for a layer below the last, a layer the model lacks,
+            an empty text.
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
+    pooling = check_pooling(pooling, model.config.is_causal)
     layers = check_layers(layers, model.config.num_hidden_layers)
+    if pooling == "pooler":
+        _check_pooler(model, layers)
     limit = max_length or model.config.max_position_embeddings
     encoded = []
     for item in texts:
@@ -258,6 +296,9 @@ def extract_features(
         output = model(ids.to(device), mask.to(device), types.to(device), output_hidden_states=True)
         chosen = torch.stack([output.hidden_states[layer] for layer in layers], dim=2)
         chosen = chosen.float().cpu()  # (B, L, J, H)
+        if pooling == "pooler":  # its output, once for each (last) layer asked for
+            pooled = output.pooler_output.float().cpu()  # (B, H)
+            chosen = pooled[:, None, None].repeat(1, 1, len(layers), 1)  # (B, 1, J, H)
         for row, index in enumerate(indices):
             per_text[index] = _pool(chosen[row], mask[row], encoded[index], pooling)
     records, start = [], 0
@@ -270,13 +311,24 @@ def extract_features(
     return Features(vectors.astype(np.float32), layers, pooling, records)
 
 
+def _check_pooler(model: BertModel, layers: tuple[int, ...]) -> None:
+    """The pooling "pooler" needs a pooler, and reads the last layer's [CLS] only."""
+    if model.pooler is None:
+        raise ValueError("this model has no pooler; use pooling='cls' or 'mean'")
+    num_layers = model.config.num_hidden_layers
+    for layer in layers:
+        if layer not in (-1, num_layers):
+            raise ValueError(f"pooling 'pooler' reads the last layer only, not layer {layer}")
+
+
 def _pool(hidden: torch.Tensor, mask: torch.Tensor, encoded: _Encoded, pooling: str) -> np.ndarray:
-    """One text's rows: hidden (L, J, H) with its padding, mask (L,) -> (units, J, H)."""
+    """One text's rows: hidden (L, J, H) with its padding, mask (L,) -> (units, J, H). For
+    "pooler", hidden is the pooler's output (1, J, H)."""
     real = hidden[: len(encoded.input_ids)]  # (l, J, H)
     if pooling == "pieces":
         return real.numpy()
     if pooling in PER_TEXT:
-        if pooling == "cls":
+        if pooling in ("cls", "pooler"):
             return real[:1].numpy()  # (1, J, H)
         if pooling == "last":
             return real[int(last_real_positions(mask[None])[0])][None].numpy()

@@ -36,8 +36,9 @@ def add_embed_command(subparsers: argparse._SubParsersAction) -> None:
         default="pieces",
         choices=POOLINGS,
         help="one row per piece ([CLS] and [SEP] included), per word (its first piece, or the "
-        "mean of its pieces) or per text ([CLS], the mean of its pieces, or the last piece: a "
-        "left-to-right model's sentence vector) (default: %(default)s)",
+        "mean of its pieces) or per text ([CLS], the mean of its pieces, the last piece: a "
+        "left-to-right model's sentence vector, or the pooler's output: the last layer only); "
+        "a left-to-right model refuses cls and pooler (default: %(default)s)",
     )
     add("--format", default="npy", choices=FORMATS, help="(default: %(default)s)")
     add("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")

@@ -85,8 +85,10 @@ def test_bad_pooling_or_layer_is_refused(hub_cache):
     bert = bertlab.load("bert-base-uncased")
     with pytest.raises(ValueError, match="unknown pooling 'max'"):
         bert.embed("a film", pooling="max")
-    with pytest.raises(ValueError, match="layers 0..2, not 3"):
+    with pytest.raises(ValueError, match="hidden states 0..2, not 3"):
         bert.embed("a film", layer=3)
+    with pytest.raises(ValueError, match="'pooler' reads the last layer only, not layer 1"):
+        bert.embed("a film", pooling="pooler", layer=1)
 
 
 def _trainable(module: torch.nn.Module) -> bool:

@@ -27,7 +27,8 @@ def test_the_python_examples_of_docs_models_run(hub_cache, tmp_path, monkeypatch
     hidden = namespace["bert"].model.config.hidden_size
     assert namespace["features"].shape == (2, hidden)
     assert namespace["means"].shape == (2, hidden)
-    assert namespace["tokens"][0].shape[1] == hidden
+    assert namespace["pieces"][0].shape[1] == hidden
+    assert namespace["words"][0].shape == (6, hidden)  # A gripping , funny film .
     assert (tmp_path / "runs" / "sst2" / "best" / "README.md").is_file()
     assert namespace["best"].task.name == "sst2"
     assert "PretrainedBert('bert-base-uncased'" in capsys.readouterr().out

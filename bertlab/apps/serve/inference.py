@@ -21,14 +21,13 @@ from bertlab.data.tasks.encoding import split_words
 from bertlab.data.tasks.ner import TaggedSentence, entity_spans
 from bertlab.data.tasks.squad import SquadExample
 from bertlab.data.tasks.squad_encoding import best_spans
-from bertlab.features import iterate_encoded, pooled_features
+from bertlab.features import PER_TEXT, check_pooling, extract_features
 from bertlab.inspection import all_attention_maps, fill_masks
 from bertlab.metrics import OUTSIDE_TAG
 from bertlab.task_families import predict_rows
 
 BATCH_SIZE = 32  # sequences per forward pass; a batch of requests is cut into such passes
 PRECISION = "fp32"  # CPU inference: bf16 autocast is slower than fp32 on most laptop CPUs
-POOLINGS = ("pooler", "mean", "tokens")
 
 Record = dict[str, Any]
 
@@ -195,40 +194,38 @@ def attention(model: ServedModel, text: str, layer: int | None, max_pieces: int)
     return {"tokens": pieces, "layers": layers, "attentions": maps.tolist()}
 
 
-def embed(model: ServedModel, texts: Sequence[str], pooling: str) -> list[Record]:
-    """Each text's pieces and its vector: the pooled [CLS] vector (`pooler`, what a
-    classification head reads), the mean of the last layer over the pieces (`mean`), or one
-    vector per piece (`tokens`).
+def embed(model: ServedModel, texts: Sequence[str], pooling: str | None) -> list[Record]:
+    """Each text's pieces and its vectors at the last layer, as `bertlab embed` and
+    `PretrainedBert.embed` compute them (`features.extract_features`; the names are
+    `features.POOLINGS`, and `tokens`, the old name of `pieces`): one `vector` per text (`cls`,
+    `mean`, `last`, `pooler`: the pooled [CLS] vector, what a classification head reads), or
+    `vectors`, one per piece (`pieces`) or per word (`first`, `mean-pieces`). None: `cls`, or
+    `last` for a left-to-right model.
 
     Raises:
-        ValueError: an unknown pooling, or `pooler` for a model without trained pooler weights.
+        ValueError: an unknown pooling; `cls` or `pooler` for a left-to-right model; `pooler`
+            for a model without trained pooler weights.
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
-    if pooling == "pooler" and not model.has_pooler:
+    name = check_pooling(pooling, model.encoder.config.is_causal)
+    if name == "pooler" and not model.has_pooler:
         raise ValueError(
             f"model {model.name!r} has no trained pooler (a {model.architecture}); "
-            "ask for pooling 'mean' or 'tokens'"
+            "ask for pooling 'mean' or 'pieces'"
         )
-    encoding = model.tokenizer(list(texts), max_length=model.encoder.config.max_position_embeddings)
-    input_ids = encoding["input_ids"]
-    pieces = [model.tokenizer.convert_ids_to_tokens(ids) for ids in input_ids]
-    if pooling == "pooler":
-        vectors = pooled_features(model.encoder, input_ids, batch_size=BATCH_SIZE)  # (B, H)
-        return [
-            {"tokens": tokens, "vector": vector.tolist(), "vectors": None}
-            for tokens, vector in zip(pieces, vectors, strict=True)
-        ]
-    records: list[Record | None] = [None] * len(texts)
-    for indices, hidden, _, mask in iterate_encoded(model.encoder, input_ids, None, BATCH_SIZE):
-        mask = mask.to(hidden.dtype).unsqueeze(-1)  # (B, L, 1)
-        means = (hidden * mask).sum(1) / mask.sum(1)  # (B, H)
-        for row, index in enumerate(indices):
-            length = len(input_ids[index])
-            record = {"tokens": pieces[index], "vector": None, "vectors": None}
-            if pooling == "mean":
-                record["vector"] = means[row].tolist()
-            else:
-                record["vectors"] = hidden[row, :length].tolist()  # (L, H)
-            records[index] = record
+    max_length = model.encoder.config.max_position_embeddings
+    features = extract_features(
+        model.encoder, model.tokenizer, list(texts), (-1,), name, BATCH_SIZE, max_length
+    )
+    input_ids = model.tokenizer(list(texts), max_length=max_length)["input_ids"]
+    records = []
+    for ids, record in zip(input_ids, features.records, strict=True):
+        vectors = features.vectors[record["start"] : record["end"], 0]  # (units, H)
+        per_text = name in PER_TEXT
+        records.append(
+            {
+                "tokens": model.tokenizer.convert_ids_to_tokens(ids),
+                "vector": vectors[0].tolist() if per_text else None,
+                "vectors": None if per_text else vectors.tolist(),
+            }
+        )
     return records
