@@ -26,7 +26,7 @@ LAYER_COMBINATIONS = (
 # bertlab.runtime
 PRECISIONS = ("auto", "fp32", "bf16")
 # bertlab.features
-POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last")
+POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last", "pooler")
 FORMATS = ("npy", "safetensors")
 PAIR_SEPARATOR = " ||| "
 # bertlab.neighbours: DEFAULT_TOP_K, DEFAULT_LAYER, MAX_OCCURRENCES
