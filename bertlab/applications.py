@@ -34,7 +34,6 @@ from bertlab import checkpoint, hub
 from bertlab.atomic import atomic_directory
 from bertlab.config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
-from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION, get_task
 from bertlab.features import PER_TEXT, extract_features
 from bertlab.heads import BertForLabels, BertForTask
 from bertlab.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
@@ -366,7 +365,8 @@ def load(
     is_own_task = saved is not None and saved.get("task") == task_name
     own = saved if is_own_task else None
     columns = ColumnSpec(**own["columns"]) if own and own.get("columns") else MEMORY_COLUMNS
-    head_task = make_task(task_name, columns, _data_config(task_name, own))
+    data = TaskDataConfig(**own["data"]) if own and own.get("data") else None
+    head_task = make_task(task_name, columns, data)  # None: the task's declared input settings
     label_names: tuple[str, ...] | None = None  # the head's own (config.json), or none needed
     if labels is not None:
         label_names = tuple(labels)
@@ -381,15 +381,6 @@ def load(
     model = head_task.load_head(folder, label_names)
     head_task.check_fits(model.config)
     return PretrainedBert(model, tokenizer, head_task, source)
-
-
-def _data_config(task: str, saved: dict[str, Any] | None) -> TaskDataConfig:
-    """The input settings the model was fine-tuned with, else the task's defaults."""
-    if saved is not None and saved.get("data"):
-        return TaskDataConfig(**saved["data"])
-    if task == GENERIC_CLASSIFICATION or get_task(task).family == "qa":
-        return TaskDataConfig()
-    return TaskDataConfig(max_seq_length=get_task(task).max_seq_length)
 
 
 def _pretrained_model(folder: Path) -> BertForPreTraining | BertModel:

@@ -394,21 +394,22 @@ def _columns(args: argparse.Namespace, saved: dict[str, Any] | None):
     return ColumnSpec(**values)
 
 
-def _data_config(args: argparse.Namespace, saved: dict[str, Any] | None, is_qa: bool):
-    from bertlab.config import TaskDataConfig
-
-    values = dict((saved or {}).get("data") or {})
-    if saved is None and args.task != GENERIC_CLASSIFICATION and not is_qa:
-        values["max_seq_length"] = get_task(args.task).max_seq_length  # the task's default
+def _data_flags(args: argparse.Namespace, is_qa: bool) -> dict[str, int]:
+    """The input settings given as flags, by TaskDataConfig field."""
+    values = {}
     for flag in DATA_FLAGS:
         value = getattr(args, flag, None)
         if value is not None:
             field = "squad_max_seq_length" if flag == "max_seq_length" and is_qa else flag
             values[field] = value
-    return TaskDataConfig(**values)
+    return values
 
 
 def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
+    """The task: the model's saved input settings (else the task's own), the flags over them."""
+    import dataclasses
+
+    from bertlab.config import TaskDataConfig
     from bertlab.task_families import make_task
 
     if saved is not None and saved.get("task") not in (None, args.task):
@@ -416,7 +417,10 @@ def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
     is_generic = args.task == GENERIC_CLASSIFICATION
     is_qa = not is_generic and get_task(args.task).family == "qa"
     columns = _columns(args, saved) if is_generic else None
-    return make_task(args.task, columns, _data_config(args, saved, is_qa))
+    stored = (saved or {}).get("data")
+    task = make_task(args.task, columns, TaskDataConfig(**stored) if stored else None)
+    data = dataclasses.replace(task.data, **_data_flags(args, is_qa))
+    return dataclasses.replace(task, data=data)
 
 
 def _with_features(args: argparse.Namespace, task):

@@ -58,10 +58,16 @@ def make_task(
     """The task by name (`sst2`, `conll2003`, `squad`, ..., or the generic `classification`,
     which needs `columns`).
 
+    Args:
+        name: a task of the registry, or `classification`.
+        columns: the columns of generic classification files.
+        data: the input settings (a fine-tuned model's own, or the flags'); None: the task's
+            own, as the registry declares them (`TaskSpec.max_seq_length`), and otherwise
+            `TaskDataConfig`'s defaults (google-research/bert's).
+
     Raises:
         ValueError: an unknown task, or `classification` without columns.
     """
-    data = data or TaskDataConfig()
     if name == GENERIC_CLASSIFICATION:
         if columns is None:
             raise ValueError("the classification task needs the columns of its files")
@@ -76,5 +82,14 @@ def make_task(
             is_regression=columns.is_regression,
             is_pair=columns.text_b is not None,
         )
-        return ClassificationTask(spec, columns, data)
-    return TASK_CLASSES[get_task(name).family](get_task(name), None, data)
+        return ClassificationTask(spec, columns, data or TaskDataConfig())
+    spec = get_task(name)
+    return TASK_CLASSES[spec.family](spec, None, data or _declared_data(spec))
+
+
+def _declared_data(spec: TaskSpec) -> TaskDataConfig:
+    """The input settings a task declares: its `max_seq_length`. A SQuAD-style task reads
+    `squad_max_seq_length` instead (run_squad.py's 384), which the registry leaves as it is."""
+    if spec.family == "qa":
+        return TaskDataConfig()
+    return TaskDataConfig(max_seq_length=spec.max_seq_length)

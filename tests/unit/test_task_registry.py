@@ -7,14 +7,18 @@ test: a task with a file format of its own is declared once, and `bertlab finetu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 
+import bertlab
 from bertlab.apps.transfer_data import ROWS, TransferTask, task_splits
 from bertlab.cli import build_parser, main
+from bertlab.cli import tasks as cli_tasks
+from bertlab.config import TaskDataConfig
 from bertlab.data.tasks import registry
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.files import existing_file, require_examples
@@ -151,3 +155,20 @@ def test_named_labels_have_one_name_each_where_the_dataset_names_them() -> None:
     assert generic.spec.label_name("positive") is None
     with pytest.raises(ValueError, match="1 label names"):
         TaskSpec("x", "classification", read_reviews, ("a", "b"), "accuracy", "x", ("a",))
+
+
+def test_a_task_declares_its_input_length_once(monkeypatch, hub_model_folder) -> None:
+    """`make_task` gives a task the input length its declaration names; the commands put their
+    flags over it and a fine-tuned model's own settings replace it; `bertlab.load` gets it too."""
+    monkeypatch.setitem(registry.TASKS, "reviews", dataclasses.replace(REVIEWS, max_seq_length=64))
+    assert make_task("reviews").max_seq_length == 64
+    assert make_task("reviews", data=TaskDataConfig(max_seq_length=32)).max_seq_length == 32
+    assert make_task("squad").max_seq_length == 384  # run_squad.py's, not a declaration's
+    evaluate = ["evaluate", "--task", "reviews", "--model", "m", "--data", "d"]
+    parser = build_parser()
+    assert cli_tasks._task(parser.parse_args(evaluate)).max_seq_length == 64
+    flagged = parser.parse_args([*evaluate, "--max-seq-length", "48"])
+    assert cli_tasks._task(flagged).max_seq_length == 48
+    saved = {"task": "reviews", "data": {"max_seq_length": 40}}
+    assert cli_tasks._task(parser.parse_args(evaluate), saved).max_seq_length == 40
+    assert bertlab.load(hub_model_folder, task="reviews").task.max_seq_length == 64
