@@ -249,10 +249,43 @@ class BertConfig:
 
 # --- pre-training data -------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class ObjectiveData:
+    """What the pre-training data of one objective holds: the data layer's half of the
+    objective's entry (`bertlab.training.objectives.OBJECTIVES` holds the rest: its model, loss,
+    statistics, final save and model card). It lives here because `data/` may not import
+    `training/`."""
+
+    # Sentence pairs A [SEP] B with a next-sentence label (BERT Sec. 3.1, NSP); otherwise single
+    # segments, which may also be packed across sentence and document boundaries.
+    is_pair: bool
+    # Left-to-right targets: every next token, nothing masked, and the model attends to the left
+    # only; otherwise masked positions and their original tokens (masked LM, BERT Sec. 3.1).
+    is_causal: bool
+
+
 # Training objectives: BERT's masked LM plus next-sentence prediction (paper Sec. 3.1), masked LM
 # alone on full-length single segments (RoBERTa Sec. 4.2), left-to-right LM for the causal model
 # option, and ELECTRA's replaced-token detection over masked-LM inputs (`bertlab.electra`).
-OBJECTIVES = ("mlm+nsp", "mlm", "clm", "electra")
+OBJECTIVE_DATA = {
+    "mlm+nsp": ObjectiveData(is_pair=True, is_causal=False),
+    "mlm": ObjectiveData(is_pair=False, is_causal=False),
+    "clm": ObjectiveData(is_pair=False, is_causal=True),
+    "electra": ObjectiveData(is_pair=False, is_causal=False),
+}
+OBJECTIVES = tuple(OBJECTIVE_DATA)  # the names `--objective` takes
+
+
+def objective_data(name: str) -> ObjectiveData:
+    """What the data of objective `name` holds.
+
+    Raises:
+        ValueError: an unknown objective, naming the known ones.
+    """
+    if name not in OBJECTIVE_DATA:
+        raise ValueError(f"unknown objective {name!r}; choose one of {tuple(OBJECTIVE_DATA)}")
+    return OBJECTIVE_DATA[name]
 
 
 @dataclass(frozen=True)
@@ -273,8 +306,7 @@ class PretrainDataConfig:
     pack_sequences: bool = False
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {self.objective!r}; choose one of {OBJECTIVES}")
+        data = objective_data(self.objective)  # raises ValueError for an unknown name
         if self.max_seq_length < 5:  # [CLS] A [SEP] B [SEP] with one token each
             raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
         if self.max_predictions_per_seq < 1:
@@ -287,7 +319,7 @@ class PretrainDataConfig:
                 raise ValueError(f"PretrainDataConfig.{name} must be in [0, 1], got {value!r}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
-        if self.pack_sequences and self.objective == "mlm+nsp":
+        if self.pack_sequences and data.is_pair:
             raise ValueError("pack_sequences needs objective mlm or clm (NSP keeps sentence pairs)")
 
 

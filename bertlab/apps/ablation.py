@@ -123,9 +123,9 @@ def _ablation(
     config.out.mkdir(parents=True, exist_ok=True)
     check_settings(config.out, config.settings())
     tokenizer = _tokenizer(config, say)
-    for objective in config.objectives():
-        say(f"== pre-training {objective} with the budget recipe, {config.budget_minutes:g} min")
-        _pretrain(config, objective, None, show_progress, say)
+    for name in config.objectives():
+        say(f"== pre-training {name} with the budget recipe, {config.budget_minutes:g} min")
+        _pretrain(config, name, None, show_progress, say)
     for size in config.model_sizes:
         say(f"== pre-training mlm+nsp at {size}, {config.budget_minutes:g} min")
         _pretrain(config, "mlm+nsp", size, show_progress, say)
@@ -376,7 +376,7 @@ def _results(
     config: AblationConfig, scores: dict[str, dict[str, list[dict]]], timings: dict[str, float]
 ) -> dict[str, Any]:
     shapes = {}
-    runs = [(objective, None) for objective in config.objectives()]
+    runs = [(name, None) for name in config.objectives()]
     runs += [("mlm+nsp", size) for size in config.model_sizes]
     pretraining = {}
     for objective, size in runs:

@@ -220,7 +220,7 @@ class AblationConfig:
         needed = {OBJECTIVES[row] for row in self.rows if row in OBJECTIVES}
         if self.feature_based or self.model_sizes or {WORD_VECTORS, SCRATCH} & set(self.rows):
             needed.add("mlm+nsp")  # the features' encoder; the baselines take its shape
-        return [objective for objective in ("mlm+nsp", "mlm", "clm") if objective in needed]
+        return [name for name in dict.fromkeys(OBJECTIVES.values()) if name in needed]
 
     def pretrain_dir(self, objective: str, size: str | None = None) -> Path:
         name = objective.replace("+", "-") + ("" if size is None else f"-{size}")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlab.config import PretrainDataConfig
+from bertlab.config import PretrainDataConfig, objective_data
 from bertlab.data.pretraining import Instance, SpecialIds, as_list
 from bertlab.tokenization import PAIR_SEGMENT_ID
 
@@ -197,7 +197,7 @@ def make_example(
     vocab_size: int,
     rng: random.Random,
 ) -> PretrainingExample:
-    """Pack an instance and, unless the objective is `clm`, mask it afresh.
+    """Pack an instance and, unless its objective is causal (`clm`), mask it afresh.
 
     Calling this every epoch with a new rng (see `example_rng`) gives dynamic masking.
 
@@ -214,7 +214,7 @@ def make_example(
     next_sentence_label = None
     if instance.is_random_next is not None:
         next_sentence_label = NOT_NEXT_LABEL if instance.is_random_next else IS_NEXT_LABEL
-    if config.objective == "clm":
+    if objective_data(config.objective).is_causal:  # the collator derives the targets
         return PretrainingExample(input_ids, token_type_ids, None, None, next_sentence_label)
     is_word_start = _packed_word_starts(instance) if config.do_whole_word_mask else None
     masked = mask_tokens(

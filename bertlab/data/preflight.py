@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlab.config import OBJECTIVES
+from bertlab.config import objective_data
 from bertlab.data.corpus_encode import MIN_DUPLICATE_CHECK_BYTES
 from bertlab.data.corpus_format import TokenizedCorpus, tokenizer_fingerprint
 from bertlab.tokenization import NUM_SPECIAL_TOKENS_PAIR, Tokenizer
@@ -89,8 +89,7 @@ def preflight_report(
     Raises:
         ValueError: an unknown objective, or a corpus built with another tokenizer.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVES}")
+    objective_data(objective)  # raises ValueError for an unknown objective
     if corpus.meta["tokenizer_fingerprint"] != tokenizer_fingerprint(tokenizer):
         raise ValueError(
             f"corpus at {corpus.directory} was tokenized with another tokenizer; build it again"
@@ -142,7 +141,7 @@ def _warnings(report: PreflightReport) -> list[str]:
             "is there a blank line after every line instead of between documents?"
         )
     if (
-        report.objective == "mlm+nsp"
+        objective_data(report.objective).is_pair
         and report.num_single_sentence_documents / num_documents > MAX_SHORT_DOCUMENT_FRACTION
     ):
         warnings.append(
@@ -166,7 +165,7 @@ def check_objective(report: PreflightReport, objective: str) -> None:
     Raises:
         ValueError: next-sentence prediction on a corpus of fewer than two documents.
     """
-    if objective == "mlm+nsp" and report.num_documents < 2:
+    if objective_data(objective).is_pair and report.num_documents < 2:
         raise ValueError(
             f"NSP needs at least two documents (random B sentences come from another document), "
             f"but the corpus has {report.num_documents}; separate documents with a blank line "

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlab.config import OBJECTIVES
+from bertlab.config import objective_data
 from bertlab.tokenization import (
     CLS_TOKEN,
     MASK_TOKEN,
@@ -304,9 +304,7 @@ def create_instances_from_document(
         ValueError: for an unknown objective, a too short `max_seq_length`, fewer than two
             documents with NSP, or an empty sentence.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of {OBJECTIVES}")
-    use_nsp = objective == "mlm+nsp"
+    use_nsp = objective_data(objective).is_pair  # raises ValueError for an unknown objective
     num_special = NUM_SPECIAL_TOKENS_PAIR if use_nsp else NUM_SPECIAL_TOKENS_SINGLE
     max_num_tokens = max_seq_length - num_special
     if max_num_tokens < MIN_SHORT_TARGET_LENGTH:

@@ -1,4 +1,8 @@
-"""The pre-training loop: MLM (+ NSP) or causal LM, resumable exactly, one process or many.
+"""The pre-training loop: resumable exactly, one process or many, for any objective.
+
+What an objective builds, adds to the loss, measures and saves is its entry in
+`bertlab.training.objectives.OBJECTIVES`; the loop calls that entry and never asks which
+objective it runs.
 
 One optimizer step = `gradient_accumulation_steps` micro-batches in every process. The masked-LM
 loss is normalized by the masked tokens of the whole global step (all micro-batches, all
@@ -30,14 +34,12 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from bertlab.atomic import atomic_directory
 from bertlab.checkpoint import load_into, read_weights
 from bertlab.config import BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
-from bertlab.electra import ElectraForPreTraining, ElectraOutput
-from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
+from bertlab.modeling import IGNORE_INDEX, BertPreTrainedModel
 from bertlab.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -50,14 +52,14 @@ from bertlab.runtime import (
 from bertlab.tokenization import Tokenizer
 from bertlab.training import checkpointing
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
+from bertlab.training.objectives import FINAL_DIR as FINAL_DIR  # read from here too
+from bertlab.training.objectives import StepShare, objective_of
 from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmup_decay
 from bertlab.training.pretrain_stats import (
     CURVE_PANELS,
     STAT_TOKENS,
     STATS,
-    batch_stats,
     evaluate,
-    named,
     summarize,
     unigram_accuracy,
     unigram_plateau,
@@ -66,10 +68,6 @@ from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 
-FINAL_DIR = "final"
-GENERATOR_DIR = "generator"  # ELECTRA: the generator, beside the final (discriminator) model
-# ELECTRA: the discriminator with its replaced-token head, in transformers' ELECTRA layout
-DISCRIMINATOR_DIR = "discriminator"
 HELD_OUT_FRACTION = 0.02  # documents set aside for evaluation
 MAX_HELD_OUT_DOCUMENTS = 200
 MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
@@ -126,7 +124,7 @@ def held_out_split(num_documents: int, eval_examples: int) -> tuple[int, int]:
 
 
 def pretrain(
-    model: BertForPreTraining,
+    model: BertPreTrainedModel,
     tokenizer: Tokenizer,
     corpus: TokenizedCorpus,
     data_config: PretrainDataConfig,
@@ -139,7 +137,8 @@ def pretrain(
     """Pre-train `model` on `corpus`; write checkpoints, metrics and `OUT/final/` (rank 0).
 
     Args:
-        model: a fresh or loaded `BertForPreTraining` on the CPU, built after `set_seed`.
+        model: a fresh or loaded model of the objective (`Objective.build_model`) on the CPU,
+            built after `set_seed`.
         tokenizer: the corpus's tokenizer; saved beside every model written.
         corpus: the tokenized corpus (`build_corpus`).
         data_config: how examples are built and masked.
@@ -187,7 +186,7 @@ class _Run:
 
     def __init__(
         self,
-        model: BertForPreTraining,
+        model: BertPreTrainedModel,
         tokenizer: Tokenizer,
         corpus: TokenizedCorpus,
         data_config: PretrainDataConfig,
@@ -196,6 +195,7 @@ class _Run:
         context: DistributedContext,
     ) -> None:
         self.tokenizer, self.data_config, self.config = tokenizer, data_config, config
+        self.objective = objective_of(data_config)
         self.out_dir, self.context = out_dir, context
         self.device = context.device()
         self.precision = resolve_precision(config.precision, self.device)
@@ -339,19 +339,16 @@ class _Run:
             sync = contextlib.nullcontext()
             if context.is_distributed and not is_last:
                 sync = train_model.no_sync()
+            share = StepShare(
+                predictions=count * context.world_size / total_predictions,
+                micro_batches=len(batches),
+                tokens=tokens[index] * context.world_size / total_tokens,
+            )
             with sync, _out_of_memory_as_error(batch):
                 with autocast(self.device, self.precision):
                     output = train_model(**batch)
-                # Sum of token losses over the global step's masked tokens; DDP averages the
-                # processes' gradients, hence the factor world_size.
-                loss = output.mlm_loss * (count * context.world_size / total_predictions)
-                if output.nsp_loss is not None:
-                    loss = loss + output.nsp_loss / len(batches)
-                if isinstance(output, ElectraOutput):  # a mean over this batch's tokens
-                    share = tokens[index] * context.world_size / total_tokens
-                    loss = loss + output.rtd_weight * output.rtd_loss * share
-                loss.backward()
-            stats += batch_stats(output, batch, count)
+                self.objective.loss(output, share).backward()
+            stats += self.objective.batch_stats(output, batch, count)
         norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         stats = _all_reduce_sum(stats, context)  # the same in every process, as the norm is
         if not (bool(torch.isfinite(norm)) and bool(torch.isfinite(stats).all())):
@@ -402,8 +399,7 @@ class _Run:
     def _wrap_model(self) -> nn.Module:
         train_model: nn.Module = self.model.train()
         if self.context.is_distributed:
-            # Without NSP the pooler and NSP head get no gradient.
-            unused = self.data_config.objective != "mlm+nsp"
+            unused = not self.objective.trains_every_parameter
             train_model = DistributedDataParallel(train_model, find_unused_parameters=unused)
         if self.config.do_compile:
             train_model = torch.compile(train_model)
@@ -411,10 +407,10 @@ class _Run:
 
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
-        values = evaluate(self.model, batches, self.device, self.precision)
+        values = evaluate(self.model, batches, self.device, self.precision, self.objective)
         if self.unigram is not None:  # measured once on these batches (`train`)
             values["mlm_unigram_accuracy"] = self.unigram
-        values = named(values, self.data_config)
+        values = self.objective.named(values)
         self.model.train()
         tokens = self.progress.tokens
         on_plateau = unigram_plateau(values, tokens, self.config.plateau_min_tokens) is not None
@@ -457,7 +453,7 @@ class _Run:
             elapsed_seconds=round(self.progress.elapsed, 3),
             learning_rate=self.optimizer.param_groups[0]["lr"],
             tokens_per_second=float(window[STAT_TOKENS]) / max(seconds, 1e-9),
-            **named(summarize(window), self.data_config),
+            **self.objective.named(summarize(window)),
         )
 
     def _plot(self) -> None:
@@ -497,22 +493,7 @@ class _Run:
         self._check_finite_weights()
         if self.metrics is not None:
             self._plot()
-        final = self.out_dir / FINAL_DIR
-        is_electra = isinstance(self.model, ElectraForPreTraining)
-        with atomic_directory(final) as directory:
-            if is_electra:  # what fine-tuning uses: the discriminator, a BERT
-                self.model.save_discriminator(directory)
-            else:
-                self.model.save_pretrained(directory)
-            self.tokenizer.save_pretrained(directory)
-        if is_electra:
-            with atomic_directory(self.out_dir / GENERATOR_DIR) as directory:
-                self.model.save_generator(directory)
-                self.tokenizer.save_pretrained(directory)
-            with atomic_directory(self.out_dir / DISCRIMINATOR_DIR) as directory:
-                self.model.save_electra_discriminator(directory)
-                self.tokenizer.save_pretrained(directory)
-        return final
+        return self.objective.save_final(self.model, self.tokenizer, self.out_dir)
 
 
 def setup_key(

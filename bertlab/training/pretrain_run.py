@@ -31,12 +31,11 @@ import torch
 from bertlab import hub
 from bertlab.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
 from bertlab.config import (
-    OBJECTIVES,
     PRESETS,
     BertConfig,
-    ElectraConfig,
     PretrainConfig,
     PretrainDataConfig,
+    objective_data,
 )
 from bertlab.data.corpus import (
     TokenizedCorpus,
@@ -47,9 +46,7 @@ from bertlab.data.corpus import (
 from bertlab.data.corpus_encode import sniff_lang
 from bertlab.data.preflight import PreflightReport
 from bertlab.data.pretraining import SpecialIds
-from bertlab.electra import ElectraForPreTraining
 from bertlab.model_card import ModelCard, write_model_card
-from bertlab.modeling import BertForPreTraining
 from bertlab.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
 from bertlab.text_files import check_files
 from bertlab.tokenization import Tokenizer
@@ -80,6 +77,7 @@ from bertlab.training.loop import (
     setup_key,
     training_stream,
 )
+from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
 from bertlab.training.pretrain_stats import (
     PLATEAU_DOCS,
     near_chance_warning,
@@ -217,8 +215,8 @@ class PretrainRun:
                 raise ValueError(f"position_init must be one of {POSITION_INITS}")
         if self.lang not in LANGS:
             raise ValueError(f"unknown lang {self.lang!r}; choose one of {', '.join(LANGS)}")
-        if self.objective is not None and self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {self.objective!r}; choose one of {OBJECTIVES}")
+        if self.objective is not None:
+            objective_data(self.objective)  # raises ValueError for an unknown objective
         for name in ("dropout", "finetune_dropout"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < 1:
@@ -232,11 +230,12 @@ class PretrainRun:
             )
         self.data_config()  # each raises ValueError on a bad value
         self.loop_config()
-        electra = {"generator_size": self.generator_size, "rtd_weight": self.rtd_weight}
-        given = [name for name, value in electra.items() if value is not None]
-        if given and self.data_config().objective != "electra":
-            raise ValueError(f"{' and '.join(given)} apply to objective electra only")
-        self.electra_config()
+        own = self.objective_entry().setting_names()
+        for other in OBJECTIVES.values():
+            given = [name for name in other.setting_names() if getattr(self, name) is not None]
+            if given and not set(given) <= set(own):
+                raise ValueError(f"{' and '.join(given)} apply to objective {other.name} only")
+        self.objective_settings()
 
     # --- what the run resolves to -------------------------------------------------------------
 
@@ -261,7 +260,7 @@ class PretrainRun:
         if self.pack_sequences is None:  # the recipe packs, but NSP needs sentence pairs
             recipe = self.recipe()
             values["pack_sequences"] = bool(recipe and recipe.pack_sequences) and (
-                objective != "mlm+nsp"
+                not objective_data(objective).is_pair
             )
         if self.max_predictions_per_seq is None:
             length = values.get("max_seq_length", PretrainDataConfig.max_seq_length)
@@ -276,10 +275,15 @@ class PretrainRun:
             values["max_time"] = self.budget
         return PretrainConfig(**values)
 
-    def electra_config(self) -> ElectraConfig:
-        """The `electra` objective's settings: the fields given, else ElectraConfig's."""
-        values = {"generator_size": self.generator_size, "rtd_weight": self.rtd_weight}
-        return ElectraConfig(**{name: value for name, value in values.items() if value is not None})
+    def objective_entry(self) -> Objective:
+        """The objective's entry in `bertlab.training.objectives.OBJECTIVES`."""
+        return objective_of(self.data_config())
+
+    def objective_settings(self) -> Any:
+        """The objective's own settings (ELECTRA's `ElectraConfig`): the fields given, else
+        their defaults; None for an objective without settings."""
+        objective = self.objective_entry()
+        return objective.settings({name: getattr(self, name) for name in objective.setting_names()})
 
     def vocabulary_size(self) -> int | None:
         """The size of the vocabulary to train on the corpus, or None when there is one."""
@@ -333,13 +337,7 @@ class PretrainRun:
             f"{size:,}-piece vocabulary trained on the corpus" if size else "tokenizer as given"
         )
         dropout = self.pretrain_dropout()
-        if data.objective == "clm":  # predicts every next token; nothing is masked
-            objective = "clm (next-token prediction, no masking)"
-        else:
-            objective = f"{data.objective} at {data.mlm_probability:.0%} masking"
-        if data.objective == "electra":
-            electra = self.electra_config()
-            objective += f" (generator {electra.generator_size:g}, weight {electra.rtd_weight:g})"
+        objective = self.objective_entry().describe(data, self.objective_settings())
         return (
             f"{shape}, {vocabulary}, {objective}, "
             f"{'packed ' if data.pack_sequences else ''}sequences of {data.max_seq_length}, "
@@ -443,13 +441,9 @@ def _run(
     model_config = _model_config(run, tokenizer, data_config)
     check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
     set_seed(loop_config.seed)
-    model_class, extra = BertForPreTraining, {}
-    if data_config.objective == "electra":
-        model_class, extra = ElectraForPreTraining, {"electra": run.electra_config()}
-    if run.init_from is not None:
-        model = model_class.from_pretrained(run.init_from, config=model_config, **extra)
-    else:
-        model = model_class(model_config, **extra)
+    objective, settings = run.objective_entry(), run.objective_settings()
+    model = objective.build_model(model_config, settings, run.init_from)
+    if run.init_from is None:
         position_init = run.position_initialization()
         init_positions(model.bert.embeddings, position_init, model_config.initializer_range)
     num_parameters = sum(p.numel() for p in model.parameters())
@@ -501,11 +495,14 @@ def _run(
 @dataclass(frozen=True)
 class ModelUses:
     """What a pre-trained model of one objective can do, as its card says: the Hub's task tag,
-    the bertlab commands that take it, and the card's first example."""
+    the bertlab commands that take it, the card's first example, and what its language-model
+    head predicts (`fill-mask`, `generate`, `score`: `bertlab serve`'s views of it; none
+    without such a head)."""
 
     pipeline_tag: str
     commands: str
     example: str
+    head_uses: tuple[str, ...]
 
 
 _MASKED_USES = ModelUses(
@@ -513,6 +510,7 @@ _MASKED_USES = ModelUses(
     "`bertlab fill-mask`, `score-text` (pseudo-log-likelihood), `embed`, `neighbours`, "
     "`attention`, `finetune`",
     'bertlab fill-mask --model DIR "The capital of France is [MASK]."',
+    ("fill-mask", "score"),
 )
 # A left-to-right model never saw a [MASK] filled from both sides: fill-mask refuses it.
 USES = {
@@ -523,14 +521,22 @@ USES = {
         "`bertlab generate`, `score-text` (log-probability), `embed` (the last token's vector), "
         "`attention`, `finetune`; not `fill-mask`",
         'bertlab generate --model DIR "The capital of France is"',
+        ("generate", "score"),
     ),
     "electra": ModelUses(
         "feature-extraction",
         "`bertlab embed`, `neighbours`, `attention`, `finetune` (the discriminator has no "
         "masked-LM head: not `fill-mask`)",
         'bertlab embed --model DIR --text "Paris is in France." --pooling cls --out features',
+        (),
     ),
 }
+
+
+def language_model_uses(config: BertConfig) -> ModelUses:
+    """The uses of a model with its language-model head, read from its architecture: a
+    left-to-right model's (`is_causal`) are those of `clm`, a masked model's those of `mlm`."""
+    return USES["clm" if config.is_causal else "mlm"]
 
 
 def pretraining_card(
@@ -543,7 +549,7 @@ def pretraining_card(
     world_size: int,
 ) -> ModelCard:
     """The model card of OUT/final: the corpus, the recipe and what this run measured."""
-    data, loop = run.data_config(), run.loop_config()
+    loop = run.loop_config()
     progress = result.progress
     shape = (
         f"{model_config.num_hidden_layers} layers, hidden size {model_config.hidden_size}, "
@@ -575,14 +581,9 @@ def pretraining_card(
             f"{progress.tokens:,} tokens): it has learned little beyond word frequencies and "
             f"tends to fine-tune to the majority class ({PLATEAU_DOCS})."
         )
-    if data.objective == "electra":
-        what = (
-            f"The discriminator of ELECTRA's replaced-token detection, a BERT encoder ({shape}; "
-            "its generator is in `../generator`, in the ElectraForMaskedLM layout)"
-        )
-    else:
-        what = f"A BERT encoder with its {data.objective} heads ({shape})"
-    uses = USES[data.objective]
+    objective = run.objective_entry()
+    what = objective.card_summary(shape)
+    uses = USES[objective.name]
     return ModelCard(
         title=f"{Path(run.out).name}: a BERT pre-trained with bertlab",
         summary=f"{what}, pre-trained {start} by `bertlab pretrain` on the corpus below.",
@@ -631,10 +632,7 @@ def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: 
     }
     if run.final_dropout() is not None:
         recipe["dropout written for fine-tuning"] = run.final_dropout()
-    if data.objective == "electra":
-        electra = run.electra_config()
-        recipe["generator width (share of the model's)"] = electra.generator_size
-        recipe["replaced-token detection weight"] = electra.rtd_weight
+    recipe |= run.objective_entry().recipe_rows(run.objective_settings())
     if run.budget is not None:
         recipe = {"budget recipe": f"{run.budget / 60:g} min: {run.describe()}"} | recipe
         if run.plan is not None:
@@ -785,8 +783,7 @@ def _model_config(
             f"--max-seq-length {data_config.max_seq_length} exceeds the model's "
             f"max_position_embeddings {config.max_position_embeddings}"
         )
-    if data_config.objective == "clm":
-        config = config.replace(is_causal=True)
+    config = objective_of(data_config).model_config(config)
     dropout = run.pretrain_dropout()
     if dropout is not None:
         config = config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)

@@ -12,16 +12,17 @@ ELECTRA's replaced-token detection.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from bertlab.config import PretrainDataConfig
-from bertlab.electra import ElectraOutput
 from bertlab.metrics import roc_auc
 from bertlab.modeling import IGNORE_INDEX
 from bertlab.runtime import autocast
+
+if TYPE_CHECKING:
+    from bertlab.training.objectives import Objective
 
 # A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
 # statistics, summed in the masked-LM slots, are logged under a language model's names.
@@ -83,20 +84,23 @@ def evaluate(
     batches: list[dict[str, torch.Tensor]],
     device: torch.device,
     precision: str,
+    objective: Objective,
 ) -> dict[str, float]:
     """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
-    predictions. The caller puts the model in eval mode."""
+    predictions, as `objective` measures them (with the AUC of its detection scores, if it has
+    any). The caller puts the model in eval mode."""
     stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
     scores, truths = [], []
     for batch in batches:
         batch = {key: value.to(device) for key, value in batch.items()}
         with autocast(device, precision):
             output = model(**batch)
-        stats += batch_stats(output, batch, int((batch["labels"] != IGNORE_INDEX).sum()))
-        if isinstance(output, ElectraOutput):
-            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
-            scores.append(output.rtd_logits.float()[real].cpu())
-            truths.append(output.rtd_labels[real].cpu())
+        count = int((batch["labels"] != IGNORE_INDEX).sum())
+        stats += objective.batch_stats(output, batch, count)
+        detected = objective.detection_scores(output)
+        if detected is not None:
+            scores.append(detected[0])
+            truths.append(detected[1])
     values = summarize(stats)
     if scores:
         auc = roc_auc(torch.cat(scores).tolist(), torch.cat(truths).tolist())
@@ -175,7 +179,8 @@ def plateau_warning(last_eval: dict[str, float] | None, tokens: int, min_tokens:
 
 
 def batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torch.Tensor:
-    """One batch's sums in the order of STATS, then its non-padding tokens (STAT_TOKENS).
+    """One batch's masked-LM and NSP sums in the order of STATS, then its non-padding tokens
+    (STAT_TOKENS); the replaced-token detection slots stay 0 (`detection_stats` fills them).
 
     `count` is the batch's masked-LM targets (labels other than IGNORE_INDEX)."""
     stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
@@ -191,23 +196,30 @@ def batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torc
             stats[3] = float(output.nsp_loss) * len(nsp_labels)
             stats[4] = float((output.nsp_logits.argmax(dim=-1) == nsp_labels).sum())
             stats[5] = len(nsp_labels)
-        if isinstance(output, ElectraOutput):
-            real = output.rtd_labels != IGNORE_INDEX  # (B, L)
-            predicted = (output.rtd_logits > 0).long()  # (B, L)
-            positions = int(real.sum())
-            stats[6] = float(output.rtd_loss) * positions
-            stats[7] = float(((predicted == output.rtd_labels) & real).sum())
-            stats[8] = positions
-            stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
         stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
     return stats
 
 
-def named(values: dict[str, float], data_config: PretrainDataConfig) -> dict[str, float]:
-    """`values` with a causal run's masked-LM names changed to CAUSAL_NAMES."""
-    if data_config.objective != "clm":
-        return values
-    return {CAUSAL_NAMES.get(name, name): value for name, value in values.items()}
+def detection_stats(output: Any) -> torch.Tensor:
+    """A batch's replaced-token detection sums (ELECTRA's `ElectraOutput`: `rtd_logits`,
+    `rtd_labels`, `rtd_loss`, `rtd_weight`) in the rtd_* slots of STATS, 0 elsewhere."""
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    with torch.no_grad():
+        real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+        predicted = (output.rtd_logits > 0).long()  # (B, L)
+        positions = int(real.sum())
+        stats[6] = float(output.rtd_loss) * positions
+        stats[7] = float(((predicted == output.rtd_labels) & real).sum())
+        stats[8] = positions
+        stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
+    return stats
+
+
+def detection_scores(output: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scores, truths) of a batch's replaced-token detection at its real positions, on the
+    CPU, for the held-out AUC: the logits (N,) float32 and the labels (N,) int64, 1: replaced."""
+    real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+    return output.rtd_logits.float()[real].cpu(), output.rtd_labels[real].cpu()
 
 
 def summarize(stats: torch.Tensor) -> dict[str, float]:
