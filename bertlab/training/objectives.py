@@ -12,7 +12,8 @@ An entry says, for its objective:
 - how a micro-batch's losses add up to the step's loss (`loss`) and what it measures
   (`batch_stats`, `detection_scores`, the `statistics` it logs, under `stat_names`);
 - what is saved at the end (`saves`: OUT/final and, for ELECTRA, its generator and discriminator
-  beside it) and how the recipe line and the model card speak of it.
+  beside it), what that model can do (`uses`, the model card's list) and how the recipe line
+  and the model card speak of it.
 
 `Objective` serves BERT's pre-training heads (`BertForPreTraining`: masked LM, NSP, left-to-right
 LM); `ReplacedTokenDetection` adds ELECTRA's discriminator (`bertlab.electra`).
@@ -69,12 +70,50 @@ class StepShare:
 
 
 @dataclass(frozen=True)
+class ModelUses:
+    """What a pre-trained model of one objective can do, as its card says: the Hub's task tag,
+    the bertlab commands that take it, the card's first example, and what its language-model
+    head predicts (`fill-mask`, `generate`, `score`: `bertlab serve`'s views of it; none
+    without such a head)."""
+
+    pipeline_tag: str
+    commands: str
+    example: str
+    head_uses: tuple[str, ...]
+
+
+_MASKED_USES = ModelUses(
+    "fill-mask",
+    "`bertlab fill-mask`, `score-text` (pseudo-log-likelihood), `embed`, `neighbours`, "
+    "`attention`, `finetune`",
+    'bertlab fill-mask --model DIR "The capital of France is [MASK]."',
+    ("fill-mask", "score"),
+)
+# A left-to-right model never saw a [MASK] filled from both sides: fill-mask refuses it.
+_CAUSAL_USES = ModelUses(
+    "text-generation",
+    "`bertlab generate`, `score-text` (log-probability), `embed` (the last token's vector), "
+    "`attention`, `finetune`; not `fill-mask`",
+    'bertlab generate --model DIR "The capital of France is"',
+    ("generate", "score"),
+)
+_DISCRIMINATOR_USES = ModelUses(
+    "feature-extraction",
+    "`bertlab embed`, `neighbours`, `attention`, `finetune` (the discriminator has no "
+    "masked-LM head: not `fill-mask`)",
+    'bertlab embed --model DIR --text "Paris is in France." --pooling cls --out features',
+    (),
+)
+
+
+@dataclass(frozen=True)
 class Objective:
     """One pre-training objective of BERT's pre-training heads (`BertForPreTraining`).
 
     Attributes:
         name: the name `--objective` takes (a key of `OBJECTIVES` and of `OBJECTIVE_DATA`).
         statistics: what a run of it logs each log step and held out, besides the total loss.
+        uses: what its model (OUT/final) can do, as its model card says.
         stat_names: the logged name of a summed statistic that it names otherwise.
         model_class: the model it trains.
         settings_class: the dataclass of its own settings (one `PretrainRun` field each); None.
@@ -83,6 +122,7 @@ class Objective:
 
     name: str
     statistics: tuple[str, ...]
+    uses: ModelUses
     stat_names: Mapping[str, str] = field(default_factory=dict)
     model_class: type[BertPreTrainedModel] = BertForPreTraining
     settings_class: type | None = None
@@ -240,11 +280,13 @@ _MASKED_LM = ("mlm_loss", "mlm_accuracy")
 _DETECTION = ("rtd_loss", "rtd_accuracy")
 # The objectives, by name; `config.OBJECTIVE_DATA` has the same keys (a unit test checks).
 OBJECTIVES: dict[str, Objective] = {
-    "mlm+nsp": Objective("mlm+nsp", (*_MASKED_LM, "nsp_loss", "nsp_accuracy")),
-    "mlm": Objective("mlm", _MASKED_LM),
+    "mlm+nsp": Objective("mlm+nsp", (*_MASKED_LM, "nsp_loss", "nsp_accuracy"), _MASKED_USES),
+    "mlm": Objective("mlm", _MASKED_LM, _MASKED_USES),
     # Next-token predictions are summed in the masked-LM slots and logged as a language model's.
-    "clm": Objective("clm", tuple(CAUSAL_NAMES[name] for name in _MASKED_LM), CAUSAL_NAMES),
-    "electra": ReplacedTokenDetection("electra", (*_MASKED_LM, *_DETECTION)),
+    "clm": Objective(
+        "clm", tuple(CAUSAL_NAMES[name] for name in _MASKED_LM), _CAUSAL_USES, CAUSAL_NAMES
+    ),
+    "electra": ReplacedTokenDetection("electra", (*_MASKED_LM, *_DETECTION), _DISCRIMINATOR_USES),
 }
 
 

@@ -77,7 +77,7 @@ from bertlab.training.loop import (
     setup_key,
     training_stream,
 )
-from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
+from bertlab.training.objectives import OBJECTIVES, ModelUses, Objective, objective_of
 from bertlab.training.pretrain_stats import (
     PLATEAU_DOCS,
     near_chance_warning,
@@ -492,45 +492,8 @@ def _run(
     return result
 
 
-@dataclass(frozen=True)
-class ModelUses:
-    """What a pre-trained model of one objective can do, as its card says: the Hub's task tag,
-    the bertlab commands that take it, the card's first example, and what its language-model
-    head predicts (`fill-mask`, `generate`, `score`: `bertlab serve`'s views of it; none
-    without such a head)."""
-
-    pipeline_tag: str
-    commands: str
-    example: str
-    head_uses: tuple[str, ...]
-
-
-_MASKED_USES = ModelUses(
-    "fill-mask",
-    "`bertlab fill-mask`, `score-text` (pseudo-log-likelihood), `embed`, `neighbours`, "
-    "`attention`, `finetune`",
-    'bertlab fill-mask --model DIR "The capital of France is [MASK]."',
-    ("fill-mask", "score"),
-)
-# A left-to-right model never saw a [MASK] filled from both sides: fill-mask refuses it.
-USES = {
-    "mlm+nsp": _MASKED_USES,
-    "mlm": _MASKED_USES,
-    "clm": ModelUses(
-        "text-generation",
-        "`bertlab generate`, `score-text` (log-probability), `embed` (the last token's vector), "
-        "`attention`, `finetune`; not `fill-mask`",
-        'bertlab generate --model DIR "The capital of France is"',
-        ("generate", "score"),
-    ),
-    "electra": ModelUses(
-        "feature-extraction",
-        "`bertlab embed`, `neighbours`, `attention`, `finetune` (the discriminator has no "
-        "masked-LM head: not `fill-mask`)",
-        'bertlab embed --model DIR --text "Paris is in France." --pooling cls --out features',
-        (),
-    ),
-}
+# What a pre-trained model of each objective can do, as its card says: each entry's `uses`.
+USES = {name: objective.uses for name, objective in OBJECTIVES.items()}
 
 
 def language_model_uses(config: BertConfig) -> ModelUses:
@@ -583,7 +546,7 @@ def pretraining_card(
         )
     objective = run.objective_entry()
     what = objective.card_summary(shape)
-    uses = USES[objective.name]
+    uses = objective.uses
     return ModelCard(
         title=f"{Path(run.out).name}: a BERT pre-trained with bertlab",
         summary=f"{what}, pre-trained {start} by `bertlab pretrain` on the corpus below.",

@@ -45,17 +45,26 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 MLM = ("mlm_loss", "mlm_accuracy")
-# name: (sentence pairs, left-to-right, model class, folders saved, statistics logged)
+NSP = ("nsp_loss", "nsp_accuracy")
+# name: (sentence pairs, left-to-right, model class, folders saved, statistics logged, card's tag)
 EXPECTED = {
-    "mlm+nsp": (True, False, BertForPreTraining, (FINAL_DIR,), (*MLM, "nsp_loss", "nsp_accuracy")),
-    "mlm": (False, False, BertForPreTraining, (FINAL_DIR,), MLM),
-    "clm": (False, True, BertForPreTraining, (FINAL_DIR,), ("lm_loss", "lm_accuracy")),
+    "mlm+nsp": (True, False, BertForPreTraining, (FINAL_DIR,), (*MLM, *NSP), "fill-mask"),
+    "mlm": (False, False, BertForPreTraining, (FINAL_DIR,), MLM, "fill-mask"),
+    "clm": (
+        False,
+        True,
+        BertForPreTraining,
+        (FINAL_DIR,),
+        ("lm_loss", "lm_accuracy"),
+        "text-generation",
+    ),
     "electra": (
         False,
         False,
         ElectraForPreTraining,
         (FINAL_DIR, "generator", "discriminator"),
         (*MLM, "rtd_loss", "rtd_accuracy"),
+        "feature-extraction",
     ),
 }
 
@@ -76,7 +85,7 @@ def test_every_objective_the_command_offers_has_one_entry_and_its_data() -> None
         assert objective.name == name
         assert objective.data is OBJECTIVE_DATA[name]
         assert objective_of(PretrainDataConfig(objective=name)) is objective
-    assert set(pretrain_run.USES) == set(OBJECTIVES)  # what each model card says it can do
+        assert pretrain_run.USES[name] is objective.uses  # the cards' list, read by the server
     # The experiments choose among the same objectives.
     assert set(PRETRAIN_OBJECTIVES) <= set(OBJECTIVES)
     assert set(ABLATION_OBJECTIVES.values()) <= set(OBJECTIVES)
@@ -87,13 +96,14 @@ def test_every_objective_the_command_offers_has_one_entry_and_its_data() -> None
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_objectives_entry_says_what_it_builds_trains_logs_and_saves(name) -> None:
-    is_pair, is_causal, model_class, saved, statistics = EXPECTED[name]
+    is_pair, is_causal, model_class, saved, statistics, pipeline_tag = EXPECTED[name]
     objective = OBJECTIVES[name]
     assert (objective.data.is_pair, objective.data.is_causal) == (is_pair, is_causal)
     assert objective.trains_every_parameter == is_pair  # the NSP head learns from pairs only
     assert objective.model_class is model_class
     assert tuple(folder for folder, _ in objective.saves) == saved
     assert objective.statistics == statistics
+    assert objective.uses.pipeline_tag == pipeline_tag
     assert objective.model_config(BertConfig.tiny()).is_causal == is_causal
 
 
@@ -174,8 +184,8 @@ def test_a_new_objective_is_one_entry_that_the_run_follows(
     monkeypatch, pretrain_files, tmp_path
 ) -> None:
     monkeypatch.setitem(OBJECTIVE_DATA, "half-mlm", ObjectiveData(is_pair=False, is_causal=False))
-    monkeypatch.setitem(OBJECTIVES, "half-mlm", _HalfMaskedLM("half-mlm", MLM))
-    monkeypatch.setitem(pretrain_run.USES, "half-mlm", pretrain_run.USES["mlm"])
+    entry = _HalfMaskedLM("half-mlm", MLM, OBJECTIVES["mlm"].uses)
+    monkeypatch.setitem(OBJECTIVES, "half-mlm", entry)
     vocab, corpus = pretrain_files
     model_config = BertConfig(
         vocab_size=126,
