@@ -385,8 +385,8 @@ SERVE_NER_TAGS = ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")  # 
 @pytest.fixture(scope="session")
 def serve_models(tmp_path_factory, task_vocab) -> dict[str, Path]:
     """Random tiny models written as `bertlab pretrain` and `finetune` write them: `mlm` (with
-    the masked-LM head), `sentiment` (3 labels), `stsb` (pair regression), `ner` (CoNLL tags)
-    and `qa` (SQuAD)."""
+    the masked-LM head), `clm` (left-to-right, as `--objective clm` makes it), `sentiment` (3
+    labels), `stsb` (pair regression), `ner` (CoNLL tags) and `qa` (SQuAD)."""
     from bertlab.config import TaskDataConfig
     from bertlab.data.tasks.classification import ColumnSpec
     from bertlab.modeling import BertForPreTraining
@@ -416,7 +416,10 @@ def serve_models(tmp_path_factory, task_vocab) -> dict[str, Path]:
     }
     for name, (task, labels) in heads.items():
         write_task_model(root / name, task.new_head(config, labels), tokenizer, task)
-    return {name: root / name for name in ("mlm", *heads)}
+    # last, so that the heads above keep the random weights their tests were written against
+    BertForPreTraining(config.replace(is_causal=True)).save_pretrained(root / "clm")
+    tokenizer.save_pretrained(root / "clm")
+    return {name: root / name for name in ("mlm", "clm", *heads)}
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import torch
 pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
 
 from bertlab.apps.serve.api import create_app
+from bertlab.apps.serve.models import CAPABILITIES
 from bertlab.apps.serve.server import allowed_hosts, load_models
 from bertlab.config import TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
@@ -30,10 +31,17 @@ from bertlab.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertlab.inspection import all_attention_maps, fill_mask, load_for_fill_mask
+from bertlab.inspection import (
+    all_attention_maps,
+    fill_mask,
+    load_for_fill_mask,
+    load_with_lm_head,
+)
+from bertlab.language_model import LOG_PROBABILITY, PSEUDO_LOG_LIKELIHOOD, generate, score_texts
 from bertlab.modeling import BertModel
 from bertlab.task_families import make_task, run_task
 from bertlab.tokenization import Tokenizer
+from bertlab.training.pretrain_run import USES
 
 REVIEW = "Great phone, long battery life."
 NER_TEXT = "U.N. official Ekeus heads for Baghdad."
@@ -71,7 +79,8 @@ def test_models_lists_each_models_capabilities_and_the_limits(base_url):
     assert status == 200
     capabilities = {model["name"]: model["capabilities"] for model in answer["models"]}
     assert capabilities == {
-        "mlm": ["fill-mask", "attention", "embed"],
+        "mlm": ["fill-mask", "score", "attention", "embed"],
+        "clm": ["generate", "score", "attention", "embed"],
         "sentiment": ["classify", "attention", "embed"],
         "stsb": ["classify", "attention", "embed"],
         "ner": ["tag", "attention", "embed"],
@@ -80,6 +89,9 @@ def test_models_lists_each_models_capabilities_and_the_limits(base_url):
     sentiment = next(model for model in answer["models"] if model["name"] == "sentiment")
     assert sentiment["labels"] == ["negative", "neutral", "positive"]
     assert answer["limits"]["max_texts"] == 32
+    assert answer["limits"]["max_new_tokens"] == 128
+    causal = {model["name"]: model["is_causal"] for model in answer["models"]}
+    assert causal == {name: name == "clm" for name in capabilities}
     assert "directory" not in json.dumps(answer) and "/tmp" not in json.dumps(answer)
 
 
@@ -94,6 +106,75 @@ def test_fill_mask_equals_the_python_api(base_url, serve_models):
         for mask, prediction in zip(result["masks"], expected, strict=True):
             assert mask["tokens"] == prediction.tokens
             assert mask["probabilities"] == pytest.approx(prediction.probabilities, abs=1e-6)
+
+
+def test_what_a_language_model_can_do_is_what_its_card_says(base_url):
+    """One declaration of a pre-trained model's uses (`pretrain_run.USES`, its card's list):
+    the server offers a masked model's and a causal model's what their objectives' entries
+    name, in the page's order, and nothing that no entry names."""
+    models = {model["name"]: model for model in call(f"{base_url}/api/models")[1]["models"]}
+    for name, objective in (("mlm", "mlm"), ("clm", "clm")):
+        head_uses = USES[objective].head_uses
+        assert set(head_uses) <= set(CAPABILITIES)
+        assert [use for use in models[name]["capabilities"] if use in head_uses] == [
+            use for use in CAPABILITIES if use in head_uses
+        ]
+        assert len(models[name]["capabilities"]) == len(head_uses) + 2  # attention, embed
+
+
+def test_generate_equals_bertlab_generate_and_repeats_with_its_seed(base_url, serve_models):
+    prompts = ["great phone", "screen cracked"]
+    body = {"texts": prompts, "max_new_tokens": 6, "seed": 3}
+    status, answer = post(base_url, "clm", "generate", body)
+    assert status == 200, answer
+    model, tokenizer = load_with_lm_head(serve_models["clm"])
+    for prompt, result in zip(prompts, answer["results"], strict=True):
+        assert result["text"] == generate(model, tokenizer, prompt, max_new_tokens=6, seed=3)
+        text, continuation = result["text"], result["continuation"]
+        assert (
+            text.endswith(continuation) and text[: len(text) - len(continuation)].strip() == prompt
+        )
+    assert post(base_url, "clm", "generate", body) == (200, answer)  # the same seed, the same
+    _, other = post(base_url, "clm", "generate", body | {"seed": 4})
+    assert [r["text"] for r in other["results"]] != [r["text"] for r in answer["results"]]
+    # a prompt's text does not depend on the prompts beside it
+    _, alone = post(base_url, "clm", "generate", body | {"texts": prompts[1:]})
+    assert alone["results"] == answer["results"][1:]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"), [("clm", LOG_PROBABILITY), ("mlm", PSEUDO_LOG_LIKELIHOOD)]
+)
+def test_score_equals_bertlab_score_text_and_ranks_the_texts(base_url, serve_models, name, kind):
+    texts = ["great phone , long battery life .", "life battery long , phone great .", "fine"]
+    status, answer = post(base_url, name, "score", {"texts": [*texts, "☃ ☃"]})
+    assert status == 200, answer
+    model, tokenizer = load_with_lm_head(serve_models[name])
+    expected = score_texts(model, tokenizer, texts)
+    results, unknown = answer["results"][:-1], answer["results"][-1]
+    for result, scored in zip(results, expected, strict=True):
+        assert result["kind"] == scored.kind == kind
+        assert result["pieces"] == scored.pieces
+        assert result["total"] == pytest.approx(scored.total, abs=1e-4)
+        assert result["log_probs"] == pytest.approx(scored.log_probs, abs=1e-4)
+        assert result["perplexity"] == pytest.approx(scored.perplexity, rel=1e-4)
+    by_rank = sorted(results, key=lambda result: result["rank"])
+    assert [result["rank"] for result in by_rank] == [1, 2, 3]
+    assert [result["total"] for result in by_rank] == sorted(
+        (result["total"] for result in results), reverse=True
+    )
+    # a text of [UNK]s only is scored as a run of [UNK]s: listed apart, not ranked
+    assert unknown["is_all_unknown"] and unknown["rank"] is None
+
+
+def test_fill_mask_on_a_causal_model_names_what_it_offers(base_url):
+    status, answer = post(base_url, "clm", "fill-mask", {"texts": ["great [MASK] ."]})
+    assert status == 422
+    assert answer["detail"] == (
+        "model 'clm' cannot fill-mask: that needs the masked-LM head of a pre-trained model "
+        "that reads both sides of a [MASK], and it is a left-to-right (causal) "
+        "BertForPreTraining; it can: generate, score, attention, embed"
+    )
 
 
 def test_classify_equals_the_python_api(base_url, serve_models):
@@ -283,6 +364,17 @@ BAD_REQUESTS = [
     ("mlm", "fill-mask", [1, 2], 422, "Input should be a valid dictionary"),
     ("mlm", "classify", {"texts": ["a"]}, 422, "cannot classify"),
     ("sentiment", "fill-mask", {"texts": ["[MASK]"]}, 422, "masked-LM head"),
+    ("clm", "fill-mask", {"texts": ["a [MASK]"]}, 422, "it can: generate, score, attention"),
+    ("mlm", "generate", {"texts": ["a"]}, 422, "cannot generate: that needs a left-to-right"),
+    ("clm", "generate", {"texts": ["a"], "max_new_tokens": 129}, 422, "at most 128, got 129"),
+    ("clm", "generate", {"texts": ["a"], "temperature": 0}, 422, "temperature: Input should"),
+    ("clm", "generate", {"texts": ["a"], "top_k": 0}, 422, "top_k: Input should"),
+    ("clm", "generate", {"texts": ["a"], "seed": -1}, 422, "seed: Input should be greater"),
+    ("clm", "generate", {"texts": ["phone " * 130]}, 422, "nothing could follow it"),
+    ("sentiment", "score", {"texts": ["a"]}, 422, "cannot score"),
+    ("clm", "score", {"texts": ["phone " * 130]}, 422, "more than the 126"),
+    ("mlm", "score", {"texts": ["phone " * 129]}, 422, "at most 128 pieces per text"),
+    ("clm", "embed", {"texts": ["a"], "pooling": "pooler"}, 422, "pooler"),
     ("ner", "answer", {"inputs": [{"question": "a", "context": "b"}]}, 422, "cannot answer"),
     ("nobody", "tag", {"texts": ["a"]}, 404, "no model named 'nobody'"),
     ("qa", "answer", {"inputs": [{"question": "who?"}]}, 422, "inputs.0.context: Field required"),
@@ -404,5 +496,5 @@ def test_the_page_and_the_openapi_description_are_served(base_url):
     status, spec = call(f"{base_url}/openapi.json")
     assert status == 200
     paths = set(spec["paths"])
-    for task in ("fill-mask", "classify", "tag", "answer", "attention", "embed"):
+    for task in CAPABILITIES:
         assert f"/api/models/{{name}}/{task}" in paths

@@ -44,9 +44,16 @@ def test_model_arguments_take_names_or_the_directorys_name():
     )
 
 
-def test_serve_starts_answers_and_stops_on_ctrl_c(serve_models, tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "capabilities"),
+    [
+        ("mlm", ["fill-mask", "score", "attention", "embed"]),
+        ("clm", ["generate", "score", "attention", "embed"]),  # a causal model (issue 53)
+    ],
+)
+def test_serve_starts_answers_and_stops_on_ctrl_c(serve_models, tmp_path, kind, capabilities):
     log = tmp_path / "server.log"
-    command = [sys.executable, "-m", "bertlab", "serve", "--model", f"tiny={serve_models['mlm']}"]
+    command = [sys.executable, "-m", "bertlab", "serve", "--model", f"tiny={serve_models[kind]}"]
     with log.open("w") as stderr:
         process = subprocess.Popen([*command, "--port", "0"], stderr=stderr)
     try:
@@ -65,6 +72,7 @@ def test_serve_starts_answers_and_stops_on_ctrl_c(serve_models, tmp_path):
             except OSError:
                 time.sleep(0.1)
         assert [model["name"] for model in models] == ["tiny"]
+        assert models[0]["capabilities"] == capabilities
     finally:
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=30)

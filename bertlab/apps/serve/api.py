@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from bertlab.apps.serve import inference
+from bertlab.apps.serve import inference, language_model
 from bertlab.apps.serve.guards import RequestGuard
 from bertlab.apps.serve.models import (
     ANSWER,
@@ -32,6 +32,8 @@ from bertlab.apps.serve.models import (
     CLASSIFY,
     EMBED,
     FILL_MASK,
+    GENERATE,
+    SCORE,
     TAG,
     CapabilityError,
     ServedModel,
@@ -48,8 +50,12 @@ from bertlab.apps.serve.schemas import (
     EmbedRequest,
     FillMaskAnswer,
     FillMaskRequest,
+    GenerateAnswer,
+    GenerateRequest,
     ModelsAnswer,
     Problem,
+    ScoreAnswer,
+    ScoreRequest,
     TagAnswer,
     TagRequest,
 )
@@ -135,8 +141,8 @@ def create_app(
 
     app = FastAPI(
         title="bertlab serve",
-        summary="Use and look inside BERT models: fill-mask, classify, tag, answer, attention, "
-        "embed",
+        summary="Use and look inside BERT models: fill-mask, generate, score, classify, tag, "
+        "answer, attention, embed",
         version="1",
         docs_url=None,  # Swagger UI loads its scripts from a CDN; the page here needs none
         redoc_url=None,
@@ -171,9 +177,10 @@ async def page() -> FileResponse:
 async def list_models(service: Served) -> dict:
     """The served models, what each can do, and the server's input limits."""
     shown = ("max_text_characters", "max_texts", "max_body_bytes", "max_attention_pieces")
+    shown += ("max_top_k", "max_new_tokens", "max_masked_score_pieces")
     return {
         "models": [model.describe() for model in service.models.values()],
-        "limits": {name: getattr(service.limits, name) for name in (*shown, "max_top_k")},
+        "limits": {name: getattr(service.limits, name) for name in shown},
     }
 
 
@@ -200,6 +207,34 @@ async def fill_mask(name: str, body: FillMaskRequest, service: Served) -> dict:
     run_batch = functools.partial(inference.fill_mask, model, top_k=body.top_k)
     results = await service.run((name, FILL_MASK, body.top_k), run_batch, body.texts)
     return {"model": name, "results": results}
+
+
+@router.post("/api/models/{name}/generate", response_model=GenerateAnswer, responses=ERRORS)
+async def generate(name: str, body: GenerateRequest, service: Served) -> dict:
+    """Each prompt continued by a left-to-right model, sampled with the seed given."""
+    model = service.model(name, GENERATE)
+    service.check_texts(body.texts, "texts")
+    if body.max_new_tokens > service.limits.max_new_tokens:
+        raise HTTPException(
+            422,
+            f"max_new_tokens is at most {service.limits.max_new_tokens}, got {body.max_new_tokens}",
+        )
+    sampling = language_model.Sampling(body.max_new_tokens, body.temperature, body.top_k, body.seed)
+    run_batch = functools.partial(language_model.continue_texts, model, sampling=sampling)
+    results = await service.run((name, GENERATE, sampling), run_batch, body.texts)
+    return {"model": name, "results": results}
+
+
+@router.post("/api/models/{name}/score", response_model=ScoreAnswer, responses=ERRORS)
+async def score(name: str, body: ScoreRequest, service: Served) -> dict:
+    """How probable each text is (nats), and its rank among the request's texts."""
+    model = service.model(name, SCORE)
+    service.check_texts(body.texts, "texts")
+    run_batch = functools.partial(
+        language_model.score, model, max_masked_pieces=service.limits.max_masked_score_pieces
+    )
+    results = await service.run((name, SCORE), run_batch, body.texts)
+    return {"model": name, "results": language_model.ranked(results)}
 
 
 @router.post("/api/models/{name}/classify", response_model=ClassifyAnswer, responses=ERRORS)

@@ -8,8 +8,13 @@ keys):
 | a sequence classification head | `classify` (labels and probabilities, or a regression score) |
 | a token classification head | `tag` (one tag per word, entities as character spans) |
 | a question answering head | `answer` (the best span of the context) |
-| the masked-LM head (a pre-trained model) | `fill-mask` |
+| the language-model head of a masked model (`bertlab pretrain`) | `fill-mask` and `score` |
+| the language-model head of a left-to-right model (`--objective clm`) | `generate` and `score` |
 | any BERT encoder | `attention` and `embed` |
+
+What a language-model head predicts is declared once, with the model cards' list of uses (each
+objective's `uses` in `training/objectives.py`, read through `pretrain_run.language_model_uses`);
+this module keeps no list of its own.
 
 Weights are read only from safetensors files, which hold tensors and nothing that runs.
 """
@@ -28,22 +33,25 @@ from bertlab.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME, no
 from bertlab.config import TaskDataConfig, read_json_object
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.heads import BertForLabels, BertForTask
-from bertlab.inspection import MLM_HEAD_KEY, load_encoder, load_for_fill_mask
+from bertlab.inspection import MLM_HEAD_KEY, load_encoder, load_with_lm_head
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.task_families import ClassificationTask, Task, make_task, read_task_file
 from bertlab.tokenization import Tokenizer
+from bertlab.training.pretrain_run import language_model_uses
 
 logger = logging.getLogger(__name__)
 
-FILL_MASK, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED = (
+FILL_MASK, GENERATE, SCORE, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED = (
     "fill-mask",
+    "generate",
+    "score",
     "classify",
     "tag",
     "answer",
     "attention",
     "embed",
 )
-CAPABILITIES = (FILL_MASK, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED)  # the page's order
+CAPABILITIES = (FILL_MASK, GENERATE, SCORE, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED)  # page order
 # The head architectures served, and the generic task (and its capability) of each; a model
 # fine-tuned by bertlab names its own task in `bertlab_task.json`.
 HEADS = {
@@ -54,7 +62,9 @@ HEADS = {
 POOLER_KEY = "pooler.dense.weight"
 # What each capability needs, for the message when a model lacks it.
 NEEDS = {
-    FILL_MASK: "the masked-LM head of a pre-trained model",
+    FILL_MASK: "the masked-LM head of a pre-trained model that reads both sides of a [MASK]",
+    GENERATE: "a left-to-right model's language-model head (bertlab pretrain --objective clm)",
+    SCORE: "the language-model head of a pre-trained model",
     CLASSIFY: "a sequence classification head (bertlab finetune on a classification task)",
     TAG: "a token classification head (bertlab finetune on a tagging task)",
     ANSWER: "a question answering head (bertlab finetune on a SQuAD-style task)",
@@ -76,8 +86,10 @@ class ServedModel:
         tokenizer: its WordPiece tokenizer.
         head: the task head, or None.
         task: the head's task (family, labels, input lengths), or None.
-        mlm: the pre-training model with its masked-LM head, or None.
-        has_pooler: its checkpoint holds trained pooler weights (for pooled embeddings).
+        lm: the pre-training model with its language-model head (masked, or left-to-right
+            where its config `is_causal`), or None.
+        has_pooler: its checkpoint holds trained pooler weights (for pooled embeddings), and
+            its [CLS] sees the text (not so in a left-to-right model).
     """
 
     name: str
@@ -86,14 +98,24 @@ class ServedModel:
     tokenizer: Tokenizer
     head: BertForTask | None = None
     task: Task | None = None
-    mlm: BertForPreTraining | None = None
+    lm: BertForPreTraining | None = None
     has_pooler: bool = False
+
+    @property
+    def mlm(self) -> BertForPreTraining | None:
+        """The language model where it fills in [MASK]s (a masked one), else None."""
+        return None if self.lm is None or self.lm.config.is_causal else self.lm
+
+    @property
+    def is_causal(self) -> bool:
+        """A left-to-right model: each piece sees only the pieces before it."""
+        return self.encoder.config.is_causal
 
     @property
     def capabilities(self) -> tuple[str, ...]:
         found = {ATTENTION, EMBED}
-        if self.mlm is not None:
-            found.add(FILL_MASK)
+        if self.lm is not None:
+            found.update(language_model_uses(self.lm.config).head_uses)
         if self.head is not None:
             found.add(HEADS[self.head.architecture][1])
         return tuple(capability for capability in CAPABILITIES if capability in found)
@@ -129,8 +151,15 @@ class ServedModel:
         if capability not in self.capabilities:
             raise CapabilityError(
                 f"model {self.name!r} cannot {capability}: that needs {NEEDS[capability]}, and "
-                f"it is a {self.architecture}; it can: {', '.join(self.capabilities)}"
+                f"it is a {self.kind}; it can: {', '.join(self.capabilities)}"
             )
+
+    @property
+    def kind(self) -> str:
+        """Its architecture, said to be left-to-right where it is."""
+        return (
+            f"left-to-right (causal) {self.architecture}" if self.is_causal else self.architecture
+        )
 
     def describe(self) -> dict[str, Any]:
         """What the page and `GET /api/models` show about the model (no file paths)."""
@@ -139,6 +168,7 @@ class ServedModel:
             "name": self.name,
             "architecture": self.architecture,
             "capabilities": list(self.capabilities),
+            "is_causal": self.is_causal,
             "task": None if self.task is None else self.task.name,
             "labels": self.label_names,
             "label_names": self.named_labels,
@@ -181,12 +211,12 @@ def load_served_model(name: str, directory: str | Path) -> ServedModel:
             has_pooler=has_pooler and head.use_pooler,
         )
     elif MLM_HEAD_KEY in keys:
-        mlm, tokenizer = load_for_fill_mask(directory)
-        served = ServedModel(
-            name, architecture, mlm.bert, tokenizer, mlm=mlm, has_pooler=has_pooler
-        )
+        lm, tokenizer = load_with_lm_head(directory)
+        has_pooler = has_pooler and not lm.config.is_causal
+        served = ServedModel(name, architecture, lm.bert, tokenizer, lm=lm, has_pooler=has_pooler)
     else:
         encoder, tokenizer = load_encoder(directory)
+        has_pooler = has_pooler and not encoder.config.is_causal
         served = ServedModel(name, architecture, encoder, tokenizer, has_pooler=has_pooler)
     logger.info(
         "model %s: %s from %s (%s)", name, architecture, directory, ", ".join(served.capabilities)

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bertlab.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+
 NonEmpty = Annotated[str, Field(min_length=1)]
 Texts = Annotated[
     list[NonEmpty],
@@ -25,6 +27,32 @@ class Request(BaseModel):
 class FillMaskRequest(Request):
     texts: Texts
     top_k: int = Field(5, ge=1, description="candidates per [MASK]")
+
+
+class GenerateRequest(Request):
+    texts: Annotated[
+        list[NonEmpty],
+        Field(
+            min_length=1, description="the prompts, one continuation each (limits: GET /api/models)"
+        ),
+    ]
+    max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, description="pieces to add at most")
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="below 1 sharpens the next piece's distribution, above 1 flattens",
+    )
+    top_k: int | None = Field(
+        DEFAULT_TOP_K, ge=1, description="sample among this many pieces; null: every piece"
+    )
+    seed: int = Field(
+        0, ge=0, lt=2**63, description="the same prompt, settings and seed give the same text"
+    )
+
+
+class ScoreRequest(Request):
+    texts: Texts
 
 
 class ClassifyRequest(Request):
@@ -72,12 +100,17 @@ class Limits(BaseModel):
     max_body_bytes: int
     max_attention_pieces: int
     max_top_k: int
+    max_new_tokens: int
+    max_masked_score_pieces: int
 
 
 class ModelInfo(BaseModel):
     name: str
     architecture: str
-    capabilities: list[str]
+    capabilities: list[str] = Field(
+        description="what it can do: the endpoints (and views) that take it, in the page's order"
+    )
+    is_causal: bool = Field(description="a left-to-right model (generate, not fill-mask)")
     task: str | None
     labels: list[str] | None
     label_names: list[str] | None = Field(
@@ -106,6 +139,26 @@ class Mask(BaseModel):
 
 class FillMaskResult(BaseModel):
     masks: list[Mask]
+
+
+class GenerateResult(BaseModel):
+    text: str = Field(description="the prompt and its continuation, as the tokenizer writes them")
+    continuation: str = Field(description="what the model added")
+
+
+class ScoreResult(BaseModel):
+    kind: Literal["log-probability", "pseudo-log-likelihood"] = Field(
+        description="a left-to-right model's log-probability, or a masked model's "
+        "pseudo-log-likelihood (Salazar et al. 2020)"
+    )
+    total: float = Field(description="the sum over the pieces, in nats; higher is more probable")
+    perplexity: float = Field(description="exp(-total / number of pieces)")
+    pieces: list[str] = Field(description="the scored pieces ([SEP], the end, for a causal model)")
+    log_probs: list[float] = Field(description="each piece's term of the total")
+    is_all_unknown: bool = Field(description="every piece is [UNK]: the score says nothing")
+    rank: int | None = Field(
+        description="1 for the request's most probable text; null for a text of [UNK]s only"
+    )
 
 
 class LabelProbability(BaseModel):
@@ -158,6 +211,16 @@ class EmbedResult(BaseModel):
 class FillMaskAnswer(BaseModel):
     model: str
     results: list[FillMaskResult]
+
+
+class GenerateAnswer(BaseModel):
+    model: str
+    results: list[GenerateResult]
+
+
+class ScoreAnswer(BaseModel):
+    model: str
+    results: list[ScoreResult]
 
 
 class ClassifyAnswer(BaseModel):

@@ -27,6 +27,12 @@ MAX_BODY_BYTES = 1024 * 1024
 # (12 layers, 12 heads) under 2.4M numbers.
 MAX_ATTENTION_PIECES = 128
 MAX_TOP_K = 50  # fill-mask candidates per [MASK]
+# Generation runs one forward pass over the text so far per new piece: 128 pieces per prompt,
+# about three times `bertlab generate`'s default.
+MAX_NEW_TOKENS = 128
+# A masked model scores a text with one forward pass per piece (pseudo-log-likelihood): 128
+# pieces per text, as for attention, keep a request of 32 texts at 4,096 short passes.
+MAX_MASKED_SCORE_PIECES = 128
 MAX_PENDING = 64  # requests queued or running; more get 503 and Retry-After
 MAX_CONNECTIONS = 256  # open connections; uvicorn answers more with 503
 # Texts of concurrent requests run in one forward pass, up to this many; 1 turns batching off.
@@ -42,6 +48,8 @@ class ServeLimits:
     max_body_bytes: int = MAX_BODY_BYTES
     max_attention_pieces: int = MAX_ATTENTION_PIECES
     max_top_k: int = MAX_TOP_K
+    max_new_tokens: int = MAX_NEW_TOKENS
+    max_masked_score_pieces: int = MAX_MASKED_SCORE_PIECES
     max_pending: int = MAX_PENDING
     max_batch_texts: int = MAX_BATCH_TEXTS
     max_connections: int = MAX_CONNECTIONS
