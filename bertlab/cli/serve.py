@@ -21,10 +21,12 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
         "serve",
         help="a local web page and JSON API to try models and look inside them",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Load each model once and serve a web page (fill-mask, classify, tag, "
-        "answer,\nattention, embeddings) and a JSON API under /api (OpenAPI: /openapi.json). "
-        "What a model\ncan do follows from its head. Listens on this machine only unless "
-        "--host says otherwise.\n\nOn the models `bertlab demo` writes, then open "
+        description="Load each model once and serve a web page (fill-mask, generate, score, "
+        "classify,\ntag, answer, attention, embeddings) and a JSON API under /api (OpenAPI: "
+        "/openapi.json).\nWhat a model can do follows from its head: a left-to-right (causal) "
+        "model generates\nand scores text, a masked one fills in [MASK]s and scores. Listens "
+        "on this machine\nonly unless --host says otherwise.\n\nOn the models `bertlab demo` "
+        "writes, then open "
         f"http://127.0.0.1:{DEFAULT_PORT}/ :\n\n  {DEMO_COMMAND}\n\n"
         "More: docs/serve.md",
     )

@@ -104,7 +104,7 @@ def base_url(tmp_path_factory, task_vocab, serve_models, start_server) -> str:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny models: thread hand-offs cost more than they give
     try:
-        directories = [("mlm", serve_models["mlm"])]
+        directories = [("mlm", serve_models["mlm"]), ("clm", serve_models["clm"])]
         for name, (task, file_name) in tasks.items():
             data = read_task_data(task, TASK_DATA / file_name, None)
             result = finetune_task(task, data, source, FINETUNE, out / name, show_progress=False)
@@ -204,6 +204,62 @@ def test_a_mistake_is_shown_as_the_servers_message(browser, base_url):
     run_view(browser, "fill-mask")
     assert texts(browser, "#fill-mask-error") == ["422: texts[0] has no [MASK] to fill"]
     assert texts(browser, "#fill-mask-result .bar-name") == []
+
+
+def test_a_causal_model_is_listed_for_generate_and_score_not_fill_mask(browser, base_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    def listed(view: str) -> list[str]:
+        select = Select(browser.find_element(By.ID, f"{view}-model"))
+        return [option.get_attribute("value") for option in select.options]
+
+    open_view(browser, base_url, "generate")
+    assert listed("fill-mask") == ["mlm"]
+    assert listed("generate") == ["clm"]
+    assert listed("score") == ["mlm", "clm"]
+    summary = browser.find_element(By.ID, "models-summary").text
+    assert "clm (left-to-right BertForPreTraining" in summary
+    assert "generate, score, attention, embed" in summary
+
+
+def test_generate_shows_the_continuation_of_the_prompt(browser, base_url, tmp_path):
+    prompt = "great phone"
+    open_view(browser, base_url, "generate")
+    type_into(browser, "generate-text", prompt)
+    type_into(browser, "generate-seed", "3")
+    run_view(browser, "generate")
+    body = {"texts": [prompt], "seed": 3, "temperature": 1.0}
+    (expected,) = api(base_url, "clm", "generate", body)["results"]
+    assert texts(browser, "#generate-result .headline") == [expected["text"]]
+    assert texts(browser, "#generate-result .continuation") == [expected["continuation"]]
+    screenshot(browser, "generate", tmp_path)
+
+
+def test_score_ranks_the_sentences(browser, base_url, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sentences = ["great phone , long battery life .", "life battery long , phone great .", "☃ ☃"]
+    open_view(browser, base_url, "score")
+    Select(browser.find_element(By.ID, "score-model")).select_by_value("clm")
+    type_into(browser, "score-text", "\n".join(sentences))
+    run_view(browser, "score")
+    results = api(base_url, "clm", "score", {"texts": sentences})["results"]
+    ranked = sorted(results[:2], key=lambda result: result["rank"]) + results[2:]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#score-result table.scores tr")[1:]
+    shown = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+    assert shown == [
+        [
+            "–" if result["rank"] is None else str(result["rank"]),
+            f"{result['total']:.2f}",
+            f"{result['perplexity']:.1f}",
+            str(len(result["pieces"])),
+            sentences[results.index(result)],
+        ]
+        for result in ranked
+    ]
+    screenshot(browser, "score", tmp_path)
 
 
 def test_classify_shows_the_label_and_every_labels_probability(browser, base_url, tmp_path):

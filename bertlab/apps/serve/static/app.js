@@ -100,6 +100,58 @@ const views = {
     },
   },
 
+  generate: {
+    async run() {
+      const text = document.getElementById("generate-text").value;
+      const seed = Number(document.getElementById("generate-seed").value);
+      const temperature = Number(document.getElementById("generate-temperature").value);
+      const answer = await callApi(modelPath("generate", "generate"), { texts: [text], seed, temperature });
+      const result = answer.results[0];
+      const box = element("div");
+      const headline = element("p", "headline");
+      const start = result.text.slice(0, result.text.length - result.continuation.length);
+      headline.append(start, element("span", "continuation", result.continuation));
+      box.appendChild(headline);
+      box.appendChild(element("p", "note", "Seed " + seed + ", temperature " + temperature +
+        ": the same seed gives the same text. The prompt is shown as the model's pieces write it back."));
+      return box;
+    },
+  },
+
+  score: {
+    async run() {
+      const texts = document.getElementById("score-text").value.split("\n").filter((line) => line.trim());
+      const answer = await callApi(modelPath("score", "score"), { texts });
+      const results = answer.results.map((result, index) => ({ ...result, text: texts[index] }));
+      const ranked = results.filter((result) => result.rank !== null).sort((a, b) => a.rank - b.rank);
+      const unranked = results.filter((result) => result.rank === null);
+      const box = element("div");
+      box.appendChild(element("p", "note", results[0].kind + " in nats, most probable first " +
+        "(hover a sentence for each piece's term)."));
+      const table = element("table", "scores");
+      const head = element("tr");
+      for (const name of ["rank", "score", "perplexity", "pieces", "sentence"]) head.appendChild(element("th", "", name));
+      table.appendChild(head);
+      for (const result of [...ranked, ...unranked]) {
+        const row = element("tr");
+        row.appendChild(element("td", "number", result.rank === null ? "–" : String(result.rank)));
+        row.appendChild(element("td", "number", result.total.toFixed(2)));
+        row.appendChild(element("td", "number", result.perplexity.toFixed(1)));
+        row.appendChild(element("td", "number", String(result.pieces.length)));
+        const sentence = element("td", "", result.text);
+        sentence.title = result.pieces.map((piece, index) => piece + " " + result.log_probs[index].toFixed(2)).join("  ");
+        row.appendChild(sentence);
+        table.appendChild(row);
+      }
+      box.appendChild(table);
+      if (unranked.length > 0) {
+        box.appendChild(element("p", "note", "Not ranked (–): every piece is [UNK] for this " +
+          "model's vocabulary, so the score is that of a run of [UNK]s, whatever the text says."));
+      }
+      return box;
+    },
+  },
+
   classify: {
     async run() {
       const model = modelNamed(document.getElementById("classify-model").value);
@@ -364,8 +416,11 @@ async function start() {
     document.getElementById("models-summary").textContent = "Cannot reach the server: " + error.message;
     return;
   }
-  const names = state.models.map((model) => model.name + " (" + model.architecture + ", " +
-    model.num_layers + " layers, " + model.num_heads + " heads, hidden " + model.hidden_size + ")");
+  // Each model with what it can do (its capabilities: the views that list it).
+  const names = state.models.map((model) => model.name + " (" +
+    (model.is_causal ? "left-to-right " : "") + model.architecture + ", " + model.num_layers +
+    " layers, " + model.num_heads + " heads, hidden " + model.hidden_size + "): " +
+    model.capabilities.join(", "));
   document.getElementById("models-summary").textContent = "Models: " + names.join("; ");
   for (const name of Object.keys(views)) setUpView(name);
   document.getElementById("attention-head").addEventListener("change", () => {
