@@ -493,7 +493,7 @@ def _run(
 
 
 # What a pre-trained model of each objective can do, as its card says: each entry's `uses`.
-USES = {name: objective.uses for name, objective in OBJECTIVES.items()}
+USES = {name: entry.uses for name, entry in OBJECTIVES.items()}
 
 
 def language_model_uses(config: BertConfig) -> ModelUses:
