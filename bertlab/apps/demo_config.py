@@ -61,7 +61,7 @@ class DemoRecipe:
     max_seq_length: int = BudgetRecipe.max_seq_length
     finetune_learning_rate: float = 1e-3  # measured: 2e-4 x 3 epochs stayed at the majority
     # The shipped model and its twin (BERT-mini) fine-tune at their own rate, measured on SST-2
-    # (docs/lab/demo-notebook.md): at 1e-3 and 5e-4 one of 3 seeds of the twin learned one
+    # (lab/demo-notebook.md): at 1e-3 and 5e-4 one of 3 seeds of the twin learned one
     # class; at 3e-4 neither row did in 5 seeds, and the shipped model scored its best median.
     shipped_learning_rate: float = 3e-4
     finetune_epochs: int = 4

@@ -1,7 +1,7 @@
 """Compare pre-training runs: a table of their last held-out evaluation and throughput, and their
 held-out MLM loss and accuracy against tokens seen on shared axes.
 
-    python tools/compare_pretraining.py --out docs/figures/budget_vs_naive.png \\
+    python lab/compare_pretraining.py --out docs/figures/budget_vs_naive.png \\
         recipe=runs/transfer-en/pretrain naive=runs/naive
 
 Each RUN is LABEL=DIRECTORY, a `bertlab pretrain --out` directory (its metrics.jsonl is read).

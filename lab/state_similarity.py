@@ -1,6 +1,6 @@
 """How alike an encoder's last-layer states are: a check for a collapsed pre-training.
 
-    python tools/state_similarity.py runs/electra/pretrain/final runs/mlm/pretrain/final \
+    python lab/state_similarity.py runs/electra/pretrain/final runs/mlm/pretrain/final \
         --texts ../shared/data/glue/SST-2/train.tsv
 
 For the first `--count` sentences of a file (one per line, or a TSV whose first column is the
@@ -16,7 +16,7 @@ An encoder that gives every input the same [CLS] state reads 1.000 across and a 
 a classifier on [CLS] has nothing to read. A fully collapsed one, the same state at every
 position, also reads 1.000 within. The budget recipe's masked-LM BERT-minis read 0.27-0.37
 within, 0.72-0.98 across and spreads of 0.008-0.032 on SST-2's first 64 sentences; ELECTRA's
-discriminators 0.80-1.00, 0.95-1.00 and at most 0.012 (docs/lab/electra-notebook.md).
+discriminators 0.80-1.00, 0.95-1.00 and at most 0.012 (lab/electra-notebook.md).
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ Uses the experiment's own splits, seeds and fine-tuning function (its private he
 purpose: a probe must differ from the experiment only in the setting it changes), on a finished
 pre-training run. Prints the test score of every seed, then median (min–max) per model.
 
-    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag base
-    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag ep30 \\
+    python lab/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag base
+    python lab/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag ep30 \\
         --epochs 30
-    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag segment \\
+    python lab/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag segment \\
         --model pretrained --copy-segment-a
-    python tools/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag overlap \\
+    python lab/transfer_probe.py --pretrain runs/mini/pretrain --task stsb --tag overlap \\
         --word-overlap
 
 Runs land in runs/probes/TAG (a run already there is reused, so a tag is one setting).

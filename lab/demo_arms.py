@@ -10,9 +10,9 @@ of bertlab.apps.flows.compare and the paired seeds' sign test). Arms:
     w2v+mlm    the same, started from the w2v twin
     electra    the budget recipe with ELECTRA's replaced-token detection; electra15: at 15%
 
-    python tools/demo_arms.py runs/arms/en en bertlab/demo_data/imdb_reviews_slice.txt.gz 5 \\
+    python lab/demo_arms.py runs/arms/en en bertlab/demo_data/imdb_reviews_slice.txt.gz 5 \\
         1,2,3,4,5 scratch,w2v,mlm,w2v+mlm
-    python tools/demo_arms.py runs/arms/wikiann en bertlab/demo_data/enwiki_slice.txt.gz 5 \\
+    python lab/demo_arms.py runs/arms/wikiann en bertlab/demo_data/enwiki_slice.txt.gz 5 \\
         1,2,3,4,5 scratch,w2v,mlm --task wikiann --train wikiann_train.tsv --test wikiann_test.tsv
 
 Writes OUT/log.json with every score. Run it alone on the machine: the pre-training arms are

@@ -7,7 +7,7 @@ task. This scores every run's final model on the same held-out sequences with th
 so the masking rate is the only difference left. A model directory (a run's checkpoint, say)
 is scored as it is, so one run's curve can be re-scored at another rate.
 
-    python tools/heldout_mlm.py --corpus-cache runs/mini/pretrain/corpus \\
+    python lab/heldout_mlm.py --corpus-cache runs/mini/pretrain/corpus \\
         --mlm-probability 0.15 m15=runs/mask/m15 m20=runs/mask/m20 m40=runs/mask/m40
 
 The runs must share the tokenized corpus's vocabulary (`bertlab pretrain --tokenizer`).

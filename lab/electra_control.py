@@ -1,8 +1,8 @@
 """A positive control for `--objective electra`: bertlab's ELECTRA or transformers' on the same
 batches, so that a discriminator that does not learn can be told from a bug in ours.
 
-    python tools/electra_control.py ours runs/control/ours.jsonl --corpus-run runs/electra/pretrain
-    python tools/electra_control.py hf runs/control/hf.jsonl --corpus-run runs/electra/pretrain
+    python lab/electra_control.py ours runs/control/ours.jsonl --corpus-run runs/electra/pretrain
+    python lab/electra_control.py hf runs/control/hf.jsonl --corpus-run runs/electra/pretrain
 
 `--corpus-run` is a pre-training run directory with its `tokenizer/` and `corpus/` cache (any
 `bertlab pretrain` run on the corpus). Both sides: a BERT-mini discriminator (4 x 256), a generator
