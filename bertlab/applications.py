@@ -9,21 +9,27 @@
   gives a fine-tuned model's task predictions (labels, scores, tags, answers, choices);
 - feature extraction: `.embed(texts)` gives one vector per text (or per piece or word) from any
   layer;
-- fine-tuning: `load(name, task="sst2")` puts a new task head on the pre-trained encoder;
-  `.freeze()` and `.unfreeze()` choose which layers train, `.fit(train, dev, out=...)` trains
-  (BERT's recipe: AdamW, warmup and linear decay, the best dev epoch kept in OUT/best with a
-  model card), and `.save(folder)` writes a folder that every `--model` reads. `fit`'s
-  `FinetuneConfig` chooses the strategy as `bertlab finetune`'s flags do (layer-wise learning-rate
-  decay, ULMFiT's slanted triangular schedule and gradual unfreezing, Keras' staged recipe);
-  `.learning_rates(config)` shows each layer group's rate under it.
+- fine-tuning: `.fit(texts, labels)` trains, as Keras' `model.fit(x, y)`: on a pre-trained
+  model it puts a new classification head on the encoder; `load(name, task="sst2")` puts any
+  task's head on it first. `.freeze()` and `.unfreeze()` choose which layers train;
+  `.fit(texts, labels, dev=(dev_texts, dev_labels), out=...)` keeps the best dev epoch in
+  OUT/best with a model card (BERT's recipe: AdamW, warmup and linear decay; `bertlab
+  finetune`'s `finetune_task`, called on the model in memory), and `.save(folder)` writes a
+  folder that every `--model` reads. `fit`'s `FinetuneConfig` chooses the strategy as `bertlab
+  finetune`'s flags do (layer-wise learning-rate decay, ULMFiT's slanted triangular schedule and
+  gradual unfreezing, Keras' staged recipe); without one, the rate and epochs suit the model's
+  size (`default_finetune_config`). `.learning_rates(config)` shows each layer group's rate.
 """
 
 # Shapes: B batch, L sequence length, H hidden_size.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,17 +39,23 @@ import torch
 from bertlab import checkpoint, hub
 from bertlab.atomic import atomic_directory
 from bertlab.config import FinetuneConfig, TaskDataConfig
-from bertlab.data.tasks.classification import ColumnSpec, Example
+from bertlab.data.tasks.classification import ColumnSpec, Example, label_set
+from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION
 from bertlab.features import PER_TEXT, extract_features
 from bertlab.heads import BertForLabels, BertForTask
 from bertlab.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
-from bertlab.model_card import write_model_card
 from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.runtime import default_device, resolve_precision, set_seed
+from bertlab.runtime import resolve_precision, set_seed
 from bertlab.task_families import Task, make_task, read_task_file, run_task
 from bertlab.tokenization import Tokenizer
-from bertlab.training.finetune import ModelSource, TaskData, finetuning_card, write_task_model
-from bertlab.training.finetune_loop import FinetuneResult, apply_freezing, train_task_model
+from bertlab.training.finetune import (
+    ModelSource,
+    TaskData,
+    default_finetune_config,
+    finetune_task,
+    write_task_model,
+)
+from bertlab.training.finetune_loop import FinetuneResult
 from bertlab.training.optim import layer_learning_rates
 
 LABEL_FAMILIES = ("classification", "tagging")  # heads with named labels
@@ -142,12 +154,12 @@ class PretrainedBert:
         embeddings 6.25e-05, layer 1 1.25e-04, ..., layer 4, pooler and head 1e-03.
 
         Args:
-            config: the fine-tuning settings (BERT's defaults when None).
+            config: the fine-tuning settings; None: `fit`'s, `default_finetune_config`.
 
         Returns:
             (group name, rate) per trainable group.
         """
-        config = config or FinetuneConfig()
+        config = config or default_finetune_config(self.model.config)
         return layer_learning_rates(self.model, config.learning_rate, config.layerwise_lr_decay)
 
     def _check_layers(self, num_layers: int | None) -> None:
@@ -172,7 +184,9 @@ class PretrainedBert:
 
         Returns:
             Per input: a list of `MaskPrediction` (one per [MASK]), or the task's prediction
-            (a label, a score, tags, an answer, a choice index).
+            (a label, a score, tags, an answer, a choice index). A label is the head's label
+            name, a string: for a head that `fit(x, y)` made, `str` of the label it was given
+            (`fit(texts, [0, 1, ...])` predicts "0", "1", ...).
 
         Raises:
             ValueError: the model has neither a masked-LM head nor a task head, or bad inputs.
@@ -233,67 +247,104 @@ class PretrainedBert:
 
     def fit(
         self,
-        train: Sequence[Any],
-        dev: Sequence[Any] | None = None,
+        x: Sequence[Any],
+        y: Sequence[Hashable] | None = None,
         *,
-        out: str | os.PathLike,
+        dev: Sequence[Any] | tuple[Sequence[Any], Sequence[Hashable]] | None = None,
+        out: str | os.PathLike | None = None,
         config: FinetuneConfig | None = None,
         show_progress: bool = False,
     ) -> FinetuneResult:
-        """Fine-tune the task head and the unfrozen layers on `train` (BERT Sec. 4).
+        """Fine-tune the task head and the unfrozen layers on `x` (BERT Sec. 4), as Keras'
+        `model.fit(x, y)`: `bertlab finetune`'s `finetune_task` on the model in memory.
+
+        A model without a task head gets a new `classification` head, as `load(name,
+        task="classification", labels=...)` builds it, but on the encoder as it is now: its
+        weights, and the layers `.freeze()` froze stay frozen. `self.model` and `self.task` become
+        the head's (a masked-LM head is dropped). A model with a task head keeps it; the labels
+        must be among its labels.
 
         Args:
-            train: labelled examples: (text, label) or (text, pair, label) tuples for
-                classification, else the family's examples with their labels.
-            dev: labelled examples scored after every epoch; the best epoch's model is kept.
-            out: the run folder: metrics.jsonl, curves.png and best/ (the model, its tokenizer
-                and its model card: `bertlab.load(out + "/best")` or `--model OUT/best`).
-            config: learning rate, batch size, epochs, seed, ... (BERT's defaults when None),
-                and the strategy: `layerwise_lr_decay`, `schedule`, `do_gradual_unfreezing`,
-                `head_warmup_epochs` (docs/finetuning.md#fine-tuning-strategies). Layers frozen
-                with `.freeze()` stay frozen throughout; the strategy works on the others.
+            x: texts or (text, pair) tuples, labelled by `y`; or, with `y` None, labelled
+                examples: (text, label) or (text, pair, label) tuples for classification, else
+                the family's examples with their labels.
+            y: the label of each text of `x`, of any hashable type (ints, strings, bools). A new
+                head's label names are `str(label)`, sorted when the labels sort (numerically for
+                integers and integer strings), else in the order first seen; `predict` returns
+                these names (`fit(texts, [0, 1, ...])`: "0", "1").
+            dev: labelled examples as `x` with `y` None, or an `(x, y)` pair (a tuple whose
+                first item is a list of texts), scored after every epoch. The best epoch is
+                kept in `out/best`, and dev predictions all of one class are warned about.
+            out: the run folder: metrics.jsonl, curves.png, result.json and best/ (the best
+                epoch's model, its tokenizer and its model card: `bertlab.load(out + "/best")`
+                or `--model OUT/best`). None: a temporary folder, removed before `fit` returns.
+            config: learning rate, batch size, epochs, seed, ... and the strategy:
+                `layerwise_lr_decay`, `schedule`, `do_gradual_unfreezing`, `head_warmup_epochs`
+                (docs/finetuning.md#fine-tuning-strategies). Layers frozen with `.freeze()` stay
+                frozen throughout; the strategy works on the others. None:
+                `default_finetune_config`, the rate and epochs chosen by the model's width
+                (BERT-Tiny 1e-3 for 4 epochs, BERT-mini 3e-4 for 4, BERT-base 2e-5 for 3).
             show_progress: a progress bar.
 
         Returns:
-            The best epoch and its dev metrics. The object keeps the last epoch's weights.
+            The best epoch, its dev metrics and `one_class` (not None when the best epoch
+            predicted one class for the whole dev set), as `OUT/result.json` records them. With
+            `out` None, `best_dir` is None: nothing is left on disk. The object keeps the last
+            epoch's weights (the best epoch's are in `out/best`).
 
         Raises:
-            ValueError: no task head (load with `task=...`), or bad examples.
+            ValueError: `fit(train, dev)` (`dev` goes by keyword), `x` and `y` of different
+                lengths, labels the head does not have, `y` for a task other than
+                classification, or bad examples.
         """
+        if y is not None and any(_is_example(label) for label in y):
+            raise ValueError(
+                "fit(x, y): y holds examples, not labels. fit(train, dev) is the old call: "
+                "pass the dev examples by keyword, fit(train, dev=dev)"
+            )
+        task = self.task or make_task(GENERIC_CLASSIFICATION, MEMORY_COLUMNS)
+        train = _labelled(task, x, y)
+        dev_examples = None if dev is None else _labelled(task, *_dev_parts(dev))
+        config = config or default_finetune_config(self.model.config)
         if self.task is None:
-            raise ValueError(f"{self.source} has no task head; load it with task=... to fine-tune")
-        config = config or FinetuneConfig()
-        task, out = self.task, Path(out)
-        train_examples = self._examples(train, with_labels=True)
-        dev_examples = None if dev is None else self._examples(dev, with_labels=True)
-        set_seed(config.seed)
-        apply_freezing(self.model, config)
-        label2id = self.model.label2id if isinstance(self.model, BertForLabels) else None
-        features = task.encode(train_examples, self.tokenizer, label2id, with_labels=True)
-        self.model.to(default_device())
-        evaluate = None
-        if dev_examples is not None:
-            precision = resolve_precision(config.precision, default_device())
-
-            def evaluate(model: BertForTask) -> dict[str, float]:
-                predictions = run_task(
-                    task, model, self.tokenizer, dev_examples, config.eval_batch_size, precision
-                )
-                return task.score(predictions, dev_examples)
-
-        def save(directory: Path, model: BertForTask) -> None:
-            write_task_model(directory, model, self.tokenizer, task)
-
-        result = train_task_model(
-            self.model, features, config, out, evaluate, task.primary_metric, save, show_progress
+            set_seed(config.seed)  # the new task layer's init, as `finetune_task` seeds it
+            model = self._new_head(task, _label_names([example.label for example in train]))
+        else:
+            model = self.model
+        label_names = _head_label_names(task, model)
+        train = _named_labels(task, train, label_names)
+        dev_examples = None if dev is None else _named_labels(task, dev_examples, label_names)
+        data = TaskData(train, dev_examples, label_names)
+        run = functools.partial(
+            finetune_task,
+            task,
+            data,
+            ModelSource(directory=Path(self.source)),
+            config,
+            show_progress=show_progress,
+            model=model,
+            tokenizer=self.tokenizer,
         )
-        label_names = tuple(self.model.id2label.values()) if label2id is not None else None
-        data = TaskData(train_examples, dev_examples, label_names)
-        source = ModelSource(directory=Path(self.source))
-        card = finetuning_card(task, data, source, replace(config, seed=result.seed), result)
-        write_model_card(result.best_dir, card)
-        self.model.eval()
+        if out is not None:
+            result = run(Path(out))
+        else:
+            with tempfile.TemporaryDirectory(prefix="bertlab-fit-") as temporary:
+                result = replace(run(Path(temporary)), best_dir=None)
+        self.model, self.task = model.eval(), task
         return result
+
+    def _new_head(self, task: Task, label_names: tuple[str, ...]) -> BertForTask:
+        """`task`'s new head on the encoder as it is now: its weights and what trains."""
+        head = task.new_head(self.encoder.config, label_names)
+        missing, unexpected = head.bert.load_state_dict(self.encoder.state_dict(), strict=False)
+        # An encoder saved without a pooler gets a new one, as `load` gives it.
+        if unexpected or any(not key.startswith("pooler.") for key in missing):
+            raise ValueError(f"the encoder does not fit the head: {missing + unexpected}")
+        trains = {name: param.requires_grad for name, param in self.encoder.named_parameters()}
+        for name, parameter in head.bert.named_parameters():
+            parameter.requires_grad_(trains.get(name, True))
+        task.check_fits(head.config)
+        return head
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the model and its tokenizer (and a task head's task settings) into `directory`,
@@ -327,6 +378,83 @@ def _example(item: Any, with_labels: bool) -> Example:
     else:
         texts, label = list(item), None
     return Example(texts[0], texts[1] if len(texts) > 1 else None, label)
+
+
+def _is_example(item: Any) -> bool:
+    """An example (a tuple, an `Example`, a family's dataclass), not a label."""
+    return isinstance(item, (tuple, list, dict)) or dataclasses.is_dataclass(item)
+
+
+def _dev_parts(dev: Any) -> tuple[Sequence[Any], Sequence[Hashable] | None]:
+    """`fit`'s dev as (x, y): an `(x, y)` pair is a tuple of two whose first item is a list of
+    texts (not a text or an example); anything else is labelled examples (y None)."""
+    if isinstance(dev, tuple) and len(dev) == 2 and not isinstance(dev[0], (str, tuple)):
+        if not dataclasses.is_dataclass(dev[0]):  # an `Example`, a `TaggedSentence`, ...
+            return dev
+    return dev, None
+
+
+def _labelled(task: Task, x: Sequence[Any], y: Sequence[Hashable] | None) -> list:
+    """Labelled examples of `task` from `fit`'s x and y; labels as given (not yet named)."""
+    if task.spec.family != "classification":
+        if y is not None:
+            raise ValueError(
+                f"y= labels texts for classification; give {task.name}'s labelled examples as x"
+            )
+        return list(x)
+    if y is None:
+        return [_example(item, with_labels=True) for item in x]
+    x, y = list(x), list(y)
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} inputs but y {len(y)} labels")
+    if any(label is None for label in y):
+        raise ValueError("y has a label None: every input needs its label")
+    inputs = [_example(item, with_labels=False) for item in x]
+    return [replace(example, label=label) for example, label in zip(inputs, y, strict=True)]
+
+
+def _label_names(labels: Sequence[Hashable]) -> tuple[str, ...]:
+    """A new head's label names: `str(label)` of each distinct label, sorted when the labels sort
+    (integer strings numerically, as `bertlab finetune` orders a file's labels), else in the
+    order first seen. Example: [1, 0, 2, 0] -> ("0", "1", "2"); ["b", 3, "a"] -> ("b", "3", "a").
+
+    Raises:
+        ValueError: two labels with one name (1 and "1").
+    """
+    distinct = list(dict.fromkeys(labels))
+    if all(isinstance(label, str) for label in distinct):
+        ordered = list(label_set(Example("", label=label) for label in distinct))
+    else:
+        try:
+            ordered = sorted(distinct)
+        except TypeError:  # labels of types that do not compare: the order first seen
+            ordered = distinct
+    names = tuple(str(label) for label in ordered)
+    if len(set(names)) != len(names):
+        raise ValueError(f"labels {distinct!r} give two labels the same name (str(label))")
+    return names
+
+
+def _head_label_names(task: Task, model: BertForTask) -> tuple[str, ...] | None:
+    """A label head's names in id order; None for a head without named labels."""
+    if not isinstance(model, BertForLabels) or task.spec.is_regression:
+        return None
+    return tuple(model.id2label[label_id] for label_id in range(model.num_labels))
+
+
+def _named_labels(task: Task, examples: list, label_names: tuple[str, ...] | None) -> list:
+    """Classification examples with `str(label)`, each checked to be one of `label_names`."""
+    if task.spec.family != "classification" or label_names is None:
+        return examples
+    named = [replace(example, label=str(example.label)) for example in examples]
+    known = set(label_names)
+    for index, example in enumerate(named):
+        if example.label not in known:
+            raise ValueError(
+                f"example {index}: label {example.label!r} is not one of the head's labels "
+                f"{list(label_names)}"
+            )
+    return named
 
 
 def load(

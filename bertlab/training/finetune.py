@@ -92,6 +92,44 @@ def write_task_model(directory: Path, model: BertForTask, tokenizer: Tokenizer, 
     write_json(directory / TASK_FILE, task.to_json())
 
 
+# --- the defaults of `PretrainedBert.fit` ---------------------------------------------------------
+
+# (largest hidden_size, peak learning rate, epochs), smallest first; a wider model gets
+# `FinetuneConfig`'s own (BERT-base and larger: the paper's grid, Appendix A.3, is 5e-5, 3e-5 and
+# 2e-5 for 2 to 4 epochs; FinetuneConfig takes 2e-5 and 3).
+FIT_DEFAULTS_BY_WIDTH = (
+    # BERT-Tiny (2 x 128): the demo's rate and epochs (lab/demo-notebook.md).
+    (128, 1e-3, 4),
+    # BERT-mini (4 x 256): measured, lab/demo-notebook.md "the shipped model's fine-tuning
+    # rate" (3e-4: no seed learned one class; 1e-3 and 5e-4: one seed in three did).
+    (256, 3e-4, 4),
+    # BERT-small (4 x 512) and BERT-medium (8 x 512): NOT measured here. A rate between mini's
+    # and base's, from the grid of Google's smaller BERT models (google-research/bert README,
+    # "Smaller BERT Models": 3e-4, 1e-4, 5e-5 or 3e-5, 4 epochs).
+    (512, 1e-4, 4),
+)
+
+
+def default_finetune_config(model_config: BertConfig) -> FinetuneConfig:
+    """`PretrainedBert.fit`'s settings when it is given none: the learning rate and the epochs
+    chosen by the encoder's width, the rest `FinetuneConfig`'s (batch 32, warmup 10%, ...).
+
+    | hidden_size         | model                  | learning rate | epochs | source        |
+    |---------------------|------------------------|---------------|--------|---------------|
+    | up to 128           | BERT-Tiny              | 1e-3          | 4      | the demo's    |
+    | 129 to 256          | BERT-mini              | 3e-4          | 4      | measured here |
+    | 257 to 512          | BERT-small, -medium    | 1e-4          | 4      | not measured  |
+    | over 512            | BERT-base, -large      | 2e-5          | 3      | BERT A.3      |
+
+    `bertlab finetune` keeps `FinetuneConfig`'s defaults (BERT-base's) whatever the model: its
+    flags say what it trains with.
+    """
+    for width, learning_rate, epochs in FIT_DEFAULTS_BY_WIDTH:
+        if model_config.hidden_size <= width:
+            return FinetuneConfig(learning_rate=learning_rate, num_train_epochs=epochs)
+    return FinetuneConfig()
+
+
 # --- one task, end to end -------------------------------------------------------------------------
 
 
@@ -149,6 +187,16 @@ def build_model(
     return task.new_head(config, label_names)
 
 
+def _check_head_labels(model: BertForTask, label_names: tuple[str, ...] | None) -> None:
+    """Raise a ValueError unless a label head's labels are `label_names`, in id order."""
+    id2label = getattr(model, "id2label", None)
+    if label_names is None or id2label is None:
+        return
+    names = tuple(id2label[label_id] for label_id in range(len(id2label)))
+    if names != tuple(label_names):
+        raise ValueError(f"the head's labels are {list(names)}, the data's {list(label_names)}")
+
+
 def finetune_task(
     task: Task,
     data: TaskData,
@@ -156,16 +204,26 @@ def finetune_task(
     config: FinetuneConfig,
     out: Path,
     show_progress: bool = True,
+    model: BertForTask | None = None,
+    tokenizer: Tokenizer | None = None,
 ) -> FinetuneResult:
     """Fine-tune on `data.train`, keep the best model by dev score in `out/best`.
 
     The seed is set before the head is built, so it decides the task layer's initialization (and
     a from-scratch encoder's), the batch order and dropout. When the best epoch's dev predictions
     are all one class (`one_class_collapse`), a warning says so and the result records it.
+
+    `model` (with its `tokenizer`) is a head already built, as `PretrainedBert.fit` holds it: it
+    is trained as it is, and `source` only names its base model on the card; its labels must be
+    `data.label_names`. Everything else (freezing, encoding, the one-class check, the card,
+    result.json) is as for a head built here. `tokenizer` None: `source`'s.
     """
-    tokenizer = source.load_tokenizer()
+    tokenizer = source.load_tokenizer() if tokenizer is None else tokenizer
     set_seed(config.seed)
-    model = build_model(task, source, tokenizer, data.label_names)
+    if model is None:
+        model = build_model(task, source, tokenizer, data.label_names)
+    else:
+        _check_head_labels(model, data.label_names)
     task.check_fits(model.config)
     num_trainable = apply_freezing(model, config)
     label2id = None if data.label_names is None else {n: i for i, n in enumerate(data.label_names)}

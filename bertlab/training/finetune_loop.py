@@ -54,7 +54,7 @@ class FinetuneResult:
     best_metrics: dict[str, float]
     epochs_run: int
     stopped_early: bool
-    best_dir: Path
+    best_dir: Path | None  # None: nothing kept on disk (`PretrainedBert.fit` without `out`)
     frozen: str = "nothing"  # `describe_frozen` of the model as trained
     trainable_parameters: int | None = None
     strategy: dict[str, Any] = field(default_factory=dict)  # `describe_strategy`
@@ -67,7 +67,7 @@ class FinetuneResult:
             "dev": self.best_metrics,
             "epochs_run": self.epochs_run,
             "stopped_early": self.stopped_early,
-            "best_dir": str(self.best_dir),
+            "best_dir": None if self.best_dir is None else str(self.best_dir),
             "strategy": self.strategy,
             "one_class": None if self.one_class is None else self.one_class.to_json(),
         }

@@ -4,16 +4,20 @@ tiny model of the offline Hub cache."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import tempfile
 
 import pytest
 import torch
 
 import bertlab
-from bertlab.config import FinetuneConfig
+from bertlab.config import BertConfig, FinetuneConfig
+from bertlab.heads import BertForSequenceClassification
 from bertlab.inspection import fill_mask
 from bertlab.modeling import BertForPreTraining, BertModel
 from bertlab.tokenization import Tokenizer
+from bertlab.training.finetune import default_finetune_config
 
 TRAIN = [
     ("a gripping , funny film", "1"),
@@ -118,7 +122,7 @@ def test_fit_trains_unfrozen_layers_keeps_the_best_and_reloads(hub_cache, tmp_pa
     frozen_before = classifier.model.bert.encoder.layer[0].output.dense.weight.clone()
     top_before = classifier.model.bert.encoder.layer[1].output.dense.weight.clone()
     config = FinetuneConfig(num_train_epochs=2, batch_size=2, learning_rate=1e-3)
-    result = classifier.fit(TRAIN, TRAIN, out=tmp_path / "run", config=config)
+    result = classifier.fit(TRAIN, dev=TRAIN, out=tmp_path / "run", config=config)
     layers = classifier.model.bert.encoder.layer
     assert torch.equal(layers[0].output.dense.weight, frozen_before)
     assert not torch.equal(layers[1].output.dense.weight, top_before)
@@ -148,7 +152,7 @@ def test_learning_rates_show_each_group_and_fit_takes_the_strategy(hub_cache, tm
         ("head", 1e-3),
     ]
     embeddings = classifier.model.bert.embeddings.word_embeddings.weight.clone()
-    result = classifier.fit(TRAIN, TRAIN, out=tmp_path / "run", config=config)
+    result = classifier.fit(TRAIN, dev=TRAIN, out=tmp_path / "run", config=config)
     # Three epochs reach the head, layer 2 with the pooler, and layer 1: never the embeddings.
     assert torch.equal(classifier.model.bert.embeddings.word_embeddings.weight, embeddings)
     assert result.strategy["learning_rates"]["layer 1"] == 5e-4
@@ -175,7 +179,7 @@ def test_a_new_label_head_needs_its_labels(hub_cache):
     assert tagger.model.num_labels == 3
 
 
-def test_an_encoder_without_heads_embeds_but_does_not_predict(
+def test_an_encoder_without_heads_embeds_predicts_nothing_until_fit_gives_it_a_head(
     hub_cache, hub_model_folder, tmp_path
 ):
     BertModel.from_pretrained(hub_model_folder).save_pretrained(tmp_path / "encoder")
@@ -185,8 +189,9 @@ def test_an_encoder_without_heads_embeds_but_does_not_predict(
     assert encoder.embed(["a film"]).shape[0] == 1
     with pytest.raises(ValueError, match="no masked-LM head and no task head"):
         encoder.predict("a [MASK] film")
-    with pytest.raises(ValueError, match="has no task head; load it with task="):
-        encoder.fit(TRAIN, out=tmp_path / "run")
+    encoder.fit(TRAIN, config=FinetuneConfig(num_train_epochs=1, batch_size=4))
+    assert isinstance(encoder.model, BertForSequenceClassification)
+    assert encoder.predict(["a film"])[0] in ("0", "1")
 
 
 def test_a_saved_regression_head_predicts_scores(hub_cache, tmp_path):
@@ -197,3 +202,94 @@ def test_a_saved_regression_head_predicts_scores(hub_cache, tmp_path):
     generic = tmp_path / "generic"
     bertlab.load("bert-base-uncased", task="classification", labels=["a", "b"]).save(generic)
     assert bertlab.load(generic).predict(["a film"])[0] in ("a", "b")
+
+
+# --- fit, Keras-style: fit(x, y) ----------------------------------------------------------------
+
+TEXTS = [text for text, _ in TRAIN]
+INT_LABELS = [int(label) for _, label in TRAIN]
+
+
+def test_fit_puts_a_classification_head_on_a_pretrained_model_with_defaults_by_size(
+    hub_cache, tmp_path, monkeypatch
+):
+    temporary = tmp_path / "temporary"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # where fit's run folder goes
+    bert = bertlab.load("bert-base-uncased")  # hidden 32: BERT-Tiny's row, 1e-3 for 4 epochs
+    assert isinstance(bert.model, BertForPreTraining)
+    result = bert.fit(TEXTS, INT_LABELS)  # no out=, no config
+    assert bert.task.name == "classification"
+    assert isinstance(bert.model, BertForSequenceClassification)
+    assert bert.model.id2label == {0: "0", 1: "1"}  # str(label), sorted
+    assert result.epochs_run == 4 and result.strategy["learning_rates"]["head"] == 1e-3
+    assert result.best_dir is None and list(temporary.iterdir()) == []  # the folder is gone
+    assert all(label in ("0", "1") for label in bert.predict(["a good film", "a dull film"]))
+
+
+def test_labels_of_any_type_are_named_by_str_sorted_when_they_sort(hub_cache):
+    config = FinetuneConfig(num_train_epochs=1, batch_size=4)
+    bert = bertlab.load("bert-base-uncased")
+    bert.fit(TEXTS, [label == 1 for label in INT_LABELS], config=config)
+    assert bert.model.id2label == {0: "False", 1: "True"}
+    mixed = bertlab.load("bert-base-uncased")
+    mixed.fit(TEXTS, ["b", 3, "a", 3], config=config)  # str and int do not sort: first seen
+    assert mixed.model.id2label == {0: "b", 1: "3", 2: "a"}
+    with pytest.raises(ValueError, match=r"label 'x' is not one of the head's labels \['0', '1'\]"):
+        bertlab.load("bert-base-uncased", task="sst2").fit(TEXTS, [0, 1, "x", 1])
+
+
+def test_the_old_positional_dev_is_refused_with_one_clear_message(hub_cache):
+    bert = bertlab.load("bert-base-uncased", task="sst2")
+    with pytest.raises(
+        ValueError, match=r"pass the dev examples by keyword, fit\(train, dev=dev\)"
+    ):
+        bert.fit(TRAIN, TRAIN, out="never-written")
+    with pytest.raises(ValueError, match="x has 4 inputs but y 3 labels"):
+        bert.fit(TEXTS, INT_LABELS[:3])
+
+
+def test_a_frozen_encoder_stays_frozen_and_its_weights_go_into_the_new_head(hub_cache):
+    bert = bertlab.load("bert-base-uncased")
+    with torch.no_grad():  # a change made in memory, not in the checkpoint
+        bert.encoder.encoder.layer[0].output.dense.bias.fill_(0.5)
+    bert.freeze(1)
+    top_before = bert.encoder.encoder.layer[1].output.dense.weight.clone()
+    bert.fit(TEXTS, INT_LABELS, config=FinetuneConfig(num_train_epochs=2, batch_size=2))
+    encoder = bert.model.bert
+    assert torch.equal(encoder.encoder.layer[0].output.dense.bias, torch.full((32,), 0.5))
+    assert not _trainable(encoder.embeddings) and not _trainable(encoder.encoder.layer[0])
+    assert _trainable(encoder.encoder.layer[1]) and _trainable(bert.model.classifier)
+    assert not torch.equal(encoder.encoder.layer[1].output.dense.weight, top_before)
+
+
+def test_fit_with_out_writes_result_json_and_warns_of_one_class(hub_cache, tmp_path, caplog):
+    # Every text is the same: the model can only predict one class, and fit must say so.
+    texts, labels = ["the film was good"] * 24, ["pos"] * 16 + ["neg"] * 8
+    dev = (["the film was good"] * 4, ["pos", "neg", "pos", "pos"])
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+        result = bertlab.load("bert-base-uncased").fit(texts, labels, dev=dev, out=tmp_path / "run")
+    assert result.one_class is not None
+    assert any("the model learned only one class" in r.getMessage() for r in caplog.records)
+    recorded = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert recorded == json.loads(json.dumps(result.to_json()))
+    assert recorded["one_class"] == result.one_class.to_json()
+    assert result.best_dir == tmp_path / "run" / "best"
+    assert "learned only one class" in (result.best_dir / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("size", "learning_rate", "epochs"),
+    [
+        ("tiny", 1e-3, 4),
+        ("mini", 3e-4, 4),
+        ("small", 1e-4, 4),
+        ("medium", 1e-4, 4),
+        ("base", 2e-5, 3),
+        ("large", 2e-5, 3),
+    ],
+)
+def test_fits_defaults_are_chosen_by_the_models_width(size, learning_rate, epochs):
+    config = default_finetune_config(BertConfig.from_preset(size))
+    assert (config.learning_rate, config.num_train_epochs) == (learning_rate, epochs)
+    assert config.batch_size == FinetuneConfig().batch_size  # the rest is FinetuneConfig's
