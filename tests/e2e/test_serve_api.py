@@ -14,6 +14,8 @@ import urllib.request
 import pytest
 import torch
 
+import bertlab
+
 # The web app's packages are optional (bertlab.optional): without them this file is skipped,
 # before the imports below (hence E402) that need them.
 pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
@@ -26,6 +28,7 @@ from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.encoding import split_words
 from bertlab.data.tasks.ner import TaggedSentence, entity_spans
 from bertlab.data.tasks.squad import SquadExample
+from bertlab.features import POOLING_ALIASES, POOLINGS
 from bertlab.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
@@ -325,6 +328,21 @@ def test_embed_equals_the_python_api(base_url, serve_models, pooling):
         }[pooling]
         got = torch.tensor(result[expected[0]])
         torch.testing.assert_close(got, expected[1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", [*POOLINGS, *POOLING_ALIASES])
+def test_embed_takes_every_name_of_bertlab_embed_as_the_python_api_does(
+    base_url, serve_models, pooling
+):
+    """One pooling vocabulary: the request model takes `features.POOLINGS` and the old `tokens`
+    (it took only pooler, mean and tokens), and the vectors are `PretrainedBert.embed`'s."""
+    texts = ["great phone .", "screen cracked , fragile build ."]
+    status, answer = post(base_url, "sentiment", "embed", {"texts": texts, "pooling": pooling})
+    assert status == 200, answer
+    expected = bertlab.load(serve_models["sentiment"]).embed(texts, pooling=pooling)
+    for index, result in enumerate(answer["results"]):
+        got = result["vector"] if result["vector"] is not None else result["vectors"]
+        torch.testing.assert_close(torch.tensor(got), expected[index], rtol=0, atol=1e-5)
 
 
 def test_concurrent_requests_get_their_own_answers(base_url):

@@ -297,14 +297,14 @@ async def attention(name: str, body: AttentionRequest, service: Served) -> dict:
 
 @router.post("/api/models/{name}/embed", response_model=EmbedAnswer, responses=ERRORS)
 async def embed(name: str, body: EmbedRequest, service: Served) -> dict:
-    """A vector per text (pooled [CLS] or mean of the pieces) or per piece."""
+    """A vector per text, per piece or per word (`bertlab embed`'s pooling names)."""
     model = service.model(name, EMBED)
     service.check_texts(body.texts, "texts")
     if body.pooling == "pooler" and not model.has_pooler:
         raise HTTPException(
             422,
             f"model {name!r} has no trained pooler (a {model.architecture}); ask for "
-            "pooling 'mean' or 'tokens'",
+            "pooling 'mean' or 'pieces'",
         )
     run_batch = functools.partial(inference.embed, model, pooling=body.pooling)
     results = await service.run((name, EMBED, body.pooling), run_batch, body.texts)

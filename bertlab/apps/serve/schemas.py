@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bertlab.features import POOLING_ALIASES, POOLINGS
 from bertlab.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -82,12 +83,17 @@ class AttentionRequest(Request):
     )
 
 
+PoolingName = Literal[POOLINGS + tuple(POOLING_ALIASES)]  # type: ignore[valid-type]
+
+
 class EmbedRequest(Request):
     texts: Texts
-    pooling: Literal["pooler", "mean", "tokens"] = Field(
+    pooling: PoolingName = Field(
         "mean",
-        description="pooler: the pooled [CLS] vector; mean: the last layer's mean over the "
-        "pieces; tokens: one vector per piece",
+        description="bertlab embed's names (bertlab.features.POOLINGS), at the last layer: one "
+        "vector per text (cls; mean over the pieces; last, a left-to-right model's; pooler, the "
+        "pooled [CLS] vector) or one per piece (pieces; tokens, its old name) or per word "
+        "(first, mean-pieces)",
     )
 
 
