@@ -68,3 +68,8 @@ def broken_links(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda path: str(path.relative_to(REPO)))
 def test_every_relative_link_reaches_its_file_and_section(path):
     assert broken_links(path) == []
+
+
+def test_the_readme_stays_a_product_page():
+    """The README is what a newcomer reads first: at most 220 lines; the rest lives in docs/."""
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 220
