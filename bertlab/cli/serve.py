@@ -34,9 +34,10 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         action="append",
         required=True,
-        metavar="[NAME=]DIR",
-        help="a model directory (safetensors weights), named NAME in the API and the page "
-        "(default: the directory's name); repeat for several models",
+        metavar="[NAME=]MODEL",
+        help="a model directory (safetensors weights), a shipped model (bertlab:mini-reviews-en) "
+        "or a Hub id, named NAME in the API and the page (default: the directory's or the "
+        "model's name); repeat for several models",
     )
     parser.add_argument(
         "--host",
@@ -58,14 +59,16 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def model_arguments(values: list[str]) -> tuple[tuple[str, Path], ...]:
-    """`--model` values as (name, directory): `NAME=DIR`, or `DIR` named by its last part."""
+    """`--model` values as (name, directory): `NAME=DIR`, or `DIR` named by its last part (a
+    shipped model's name without `bertlab:`, a Hub id's name without its owner)."""
     from bertlab.apps.serve.settings import MODEL_NAME
+    from bertlab.hub import SHIPPED_PREFIX
 
     models = []
     for value in values:
         name, separator, directory = value.partition("=")
         if not (separator and MODEL_NAME.fullmatch(name) and directory):
-            name, directory = Path(value).name, value
+            name, directory = Path(value.removeprefix(SHIPPED_PREFIX)).name, value
             if not MODEL_NAME.fullmatch(name):
                 raise CommandError(f"--model {value}: name it with --model NAME={value}")
         models.append((name, Path(directory)))

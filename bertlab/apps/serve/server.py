@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from bertlab import hub
 from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.models import ServedModel, load_served_model
 from bertlab.apps.serve.settings import ServeConfig
@@ -20,12 +21,13 @@ SHUTDOWN_GRACE_SECONDS = 5  # requests still running when interrupted get this l
 
 
 def load_models(models: Sequence[tuple[str, object]]) -> list[ServedModel]:
-    """Every (name, directory) loaded once, in order.
+    """Every (name, directory) loaded once, in order; a directory may also be a shipped model's
+    name (`bertlab:mini-reviews-en`) or a Hub id, as in every `--model` (`hub.resolve`).
 
     Raises:
         FileNotFoundError, ValueError: a directory that is not a servable model (named).
     """
-    return [load_served_model(name, directory) for name, directory in models]
+    return [load_served_model(name, hub.resolve(directory)) for name, directory in models]
 
 
 def allowed_hosts(host: str) -> list[str]:
