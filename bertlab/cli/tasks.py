@@ -1,8 +1,11 @@
 """`bertlab finetune|evaluate|predict|score`: BERT's second stage on named tasks and users' data.
 
-Each handler builds the config dataclasses from flags named like their fields and calls
-`bertlab.training.finetune` / `bertlab.task_families`; the task names and their defaults come
-from the task registry (`bertlab.data.tasks.registry`). `evaluate` and `score` print the
+Each handler builds the config dataclasses from the flags and calls `bertlab.training.finetune` /
+`bertlab.task_families`: each training flag's destination is the `FinetuneConfig` field of its
+name and each input flag's the `TaskDataConfig` field (`--epochs` is `num_train_epochs`,
+`--freeze-encoder` `do_freeze_encoder`; `_finetune_config` and `_data_flags` copy them generically,
+`FINETUNE_FIELDS_WITHOUT_FLAG` names the exceptions). The task names and their defaults come from
+the task registry (`bertlab.data.tasks.registry`). `evaluate` and `score` print the
 metrics as one JSON object on the last line of stdout; `finetune` prints its summary the same way.
 """
 
@@ -26,13 +29,10 @@ from bertlab.data.tasks.registry import (
 
 logger = logging.getLogger(__name__)
 
-DATA_FLAGS = (
-    "max_seq_length",
-    "doc_stride",
-    "max_query_length",
-    "n_best_size",
-    "max_answer_length",
-)
+# FinetuneConfig fields that no `finetune` flag sets: they keep the config's default.
+FINETUNE_FIELDS_WITHOUT_FLAG = ("log_every_steps",)
+# The TaskDataConfig field that no input flag names: --max-seq-length sets it for SQuAD-style tasks.
+SQUAD_MAX_SEQ_LENGTH = "squad_max_seq_length"
 
 
 def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -152,7 +152,14 @@ def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
         "training", "BERT's fine-tuning recipe by default (paper A.3; docs/finetuning.md)"
     )
     add = group.add_argument
-    add("--epochs", type=int, default=None, help="(default: the task's, 3 for most tasks)")
+    add(
+        "--epochs",
+        dest="num_train_epochs",
+        metavar="EPOCHS",
+        type=int,
+        default=None,
+        help="(default: the task's, 3 for most tasks)",
+    )
     add("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
     add(
         "--seeds",
@@ -201,7 +208,12 @@ def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
         default=defaults.early_stopping_patience,
         help="stop after this many epochs without a better dev score (default: %(default)s, never)",
     )
-    add("--freeze-encoder", action="store_true", help="train only the task layer (feature-based)")
+    add(
+        "--freeze-encoder",
+        dest="do_freeze_encoder",
+        action="store_true",
+        help="train only the task layer (feature-based)",
+    )
     add(
         "--freeze-layers",
         type=int,
@@ -263,6 +275,7 @@ def _add_strategy_flags(
     )
     group.add_argument(
         "--gradual-unfreezing",
+        dest="do_gradual_unfreezing",
         action="store_true",
         help="ULMFiT: the task layer alone in epoch 1, then one more layer group per epoch from "
         "the top (the top layer with the pooler, ..., the embeddings)",
@@ -395,13 +408,18 @@ def _columns(args: argparse.Namespace, saved: dict[str, Any] | None):
 
 
 def _data_flags(args: argparse.Namespace, is_qa: bool) -> dict[str, int]:
-    """The input settings given as flags, by TaskDataConfig field."""
+    """The input settings given as flags, by TaskDataConfig field (each flag's destination is the
+    field of its name; for SQuAD-style tasks --max-seq-length sets `squad_max_seq_length`)."""
+    import dataclasses
+
+    from bertlab.config import TaskDataConfig
+
     values = {}
-    for flag in DATA_FLAGS:
-        value = getattr(args, flag, None)
+    for field in dataclasses.fields(TaskDataConfig):
+        value = None if field.name == SQUAD_MAX_SEQ_LENGTH else getattr(args, field.name)
         if value is not None:
-            field = "squad_max_seq_length" if flag == "max_seq_length" and is_qa else flag
-            values[field] = value
+            is_squad_length = field.name == "max_seq_length" and is_qa
+            values[SQUAD_MAX_SEQ_LENGTH if is_squad_length else field.name] = value
     return values
 
 
@@ -435,10 +453,10 @@ def _with_features(args: argparse.Namespace, task):
         clashing = [
             flag
             for flag, is_set in (
-                ("--freeze-encoder", args.freeze_encoder),
+                ("--freeze-encoder", args.do_freeze_encoder),
                 ("--freeze-layers", bool(args.freeze_layers)),
                 ("--layerwise-lr-decay", args.layerwise_lr_decay != 1.0),
-                ("--gradual-unfreezing", args.gradual_unfreezing),
+                ("--gradual-unfreezing", args.do_gradual_unfreezing),
                 ("--head-warmup-epochs", bool(args.head_warmup_epochs)),
             )
             if is_set
@@ -455,30 +473,19 @@ def _with_features(args: argparse.Namespace, task):
     return dataclasses.replace(task, features=features)
 
 
-def _finetune_config(args: argparse.Namespace, seed: int):
+def _finetune_config(args: argparse.Namespace):
+    """The `FinetuneConfig` of the flags (each flag's destination is the field of its name);
+    --epochs not given is the task's number of epochs."""
+    import dataclasses
+
     from bertlab.config import FinetuneConfig
 
-    return FinetuneConfig(
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        num_train_epochs=_default_epochs(args.task) if args.epochs is None else args.epochs,
-        warmup_proportion=args.warmup_proportion,
-        weight_decay=args.weight_decay,
-        max_grad_norm=args.max_grad_norm,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        eval_batch_size=args.eval_batch_size,
-        early_stopping_patience=args.early_stopping_patience,
-        do_freeze_encoder=args.freeze_encoder,
-        freeze_layers=args.freeze_layers,
-        seed=seed,
-        precision=args.precision,
-        layerwise_lr_decay=args.layerwise_lr_decay,
-        schedule=args.schedule,
-        cut_frac=args.cut_frac,
-        stlr_ratio=args.stlr_ratio,
-        do_gradual_unfreezing=args.gradual_unfreezing,
-        head_warmup_epochs=args.head_warmup_epochs,
-    )
+    names = [f.name for f in dataclasses.fields(FinetuneConfig)]
+    flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]
+    values = {name: getattr(args, name) for name in flagged}
+    if values["num_train_epochs"] is None:
+        values["num_train_epochs"] = _default_epochs(args.task)
+    return FinetuneConfig(**values)
 
 
 def _default_epochs(task: str) -> int:
@@ -527,7 +534,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     task = _with_features(args, _task(args))
     source = _model_source(args)
     seeds = _seeds(args)
-    config = _finetune_config(args, args.seed)  # validates the flags before reading data
+    config = _finetune_config(args)  # validates the flags before reading data
     data = read_task_data(
         task,
         Path(args.train),

@@ -3,6 +3,8 @@ with BERT-Tiny models trained from scratch for one epoch, and the bad inputs use
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import io
 import json
 import subprocess
@@ -15,7 +17,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from bertlab import checkpoint as hf_checkpoint
-from bertlab.cli import main
+from bertlab.cli import build_parser, main
+from bertlab.cli import tasks as cli_tasks
+from bertlab.config import FinetuneConfig, TaskDataConfig
 
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
 EXIT_USER_ERROR = 1
@@ -419,6 +423,51 @@ def test_finetune_help_names_every_registered_task(capsys):
     text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, at hyphens too
     assert all(f"{name}(" in text for name in task_names())
     assert all("".join(spec.description.split()) in text for spec in TASKS.values())
+
+
+def _finetune_parser() -> argparse.ArgumentParser:
+    subparsers = next(
+        action
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    return subparsers.choices["finetune"]
+
+
+def test_every_finetune_setting_flag_is_a_config_field_of_its_name_and_back() -> None:
+    flags = {action.dest for action in _finetune_parser()._actions}
+    # The flags that choose the data, the model, the output and the process, not a setting.
+    run_flags = {"help", "task", "train", "dev", "dev_fraction", "max_train_examples", "model"}
+    run_flags |= {"from_scratch", "model_size", "tokenizer", "out", "overwrite", "seeds"}
+    run_flags |= {"features", "bilstm", "no_progress", "threads", "no_header", "regression"}
+    run_flags |= {"text_column", "text_pair_column", "label_column", "id_column"}
+    finetune_fields = {field.name for field in dataclasses.fields(FinetuneConfig)}
+    data_fields = {field.name for field in dataclasses.fields(TaskDataConfig)}
+    assert flags - run_flags == (finetune_fields | data_fields) - {
+        *cli_tasks.FINETUNE_FIELDS_WITHOUT_FLAG,  # log_every_steps: the config's default
+        cli_tasks.SQUAD_MAX_SEQ_LENGTH,  # set by --max-seq-length for SQuAD-style tasks
+    }
+    assert not run_flags & (finetune_fields | data_fields)
+
+
+def test_finetune_flags_become_the_config_and_the_task_inputs() -> None:
+    common = ["finetune", "--train", "t", "--model", "m", "--out", "o"]
+    args = build_parser().parse_args(
+        [*common, "--task", "rte", "--epochs", "2", "--freeze-layers", "1", "--seed", "7"]
+        + ["--gradual-unfreezing", "--warmup-proportion", "0.2", "--max-seq-length", "64"]
+    )
+    config = cli_tasks._finetune_config(args)
+    assert (config.num_train_epochs, config.freeze_layers, config.seed) == (2, 1, 7)
+    assert config.do_gradual_unfreezing and config.warmup_proportion == 0.2
+    assert config.log_every_steps == FinetuneConfig.log_every_steps
+    assert cli_tasks._task(args).data.max_seq_length == 64
+    defaults = build_parser().parse_args([*common, "--task", "rte"])
+    assert cli_tasks._finetune_config(defaults) == FinetuneConfig(num_train_epochs=3)
+    squad = build_parser().parse_args([*common, "--task", "squad", "--max-seq-length", "256"])
+    data = cli_tasks._task(squad).data
+    assert (data.squad_max_seq_length, data.max_seq_length) == (256, TaskDataConfig.max_seq_length)
+    frozen = build_parser().parse_args([*common, "--task", "rte", "--freeze-encoder"])
+    assert cli_tasks._finetune_config(frozen).do_freeze_encoder
 
 
 @pytest.mark.parametrize(
