@@ -340,6 +340,32 @@ class ElectraConfig:
         return dataclasses.asdict(self)
 
 
+# Pre-training called its warmup share `warmup_fraction` (and `bertlab pretrain --warmup`) until it
+# took fine-tuning's name (issue 52). Checkpoints and budget plans written before still say it.
+OLD_WARMUP_NAME = "warmup_fraction"
+
+
+def with_new_warmup_name(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (saved settings) with `OLD_WARMUP_NAME` read as `warmup_proportion`.
+
+    >>> with_new_warmup_name({"warmup_fraction": 0.1, "decay": "linear"})
+    {'decay': 'linear', 'warmup_proportion': 0.1}
+
+    Raises:
+        ValueError: if both names are there, with different values.
+    """
+    if OLD_WARMUP_NAME not in values:
+        return values
+    values = dict(values)
+    old = values.pop(OLD_WARMUP_NAME)
+    if values.setdefault("warmup_proportion", old) != old:
+        raise ValueError(
+            f"{OLD_WARMUP_NAME} ({old}) is the old name of warmup_proportion "
+            f"({values['warmup_proportion']}); give one"
+        )
+    return values
+
+
 @dataclass(frozen=True)
 class PretrainConfig:
     """How the pre-training loop runs. Defaults are the BERT paper's (Appendix A.2: Adam, learning
@@ -348,7 +374,7 @@ class PretrainConfig:
 
     learning_rate: float = 1e-4  # paper A.2
     weight_decay: float = 0.01  # paper A.2
-    warmup_fraction: float = 0.01  # paper A.2: 10,000 of 1,000,000 steps
+    warmup_proportion: float = 0.01  # paper A.2: 10,000 of 1,000,000 steps
     schedule: str = "linear"  # "linear" (BERT's) or "one-cycle", over max_steps or max_time
     batch_size: int = 32  # examples per optimizer step in each process
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size // steps each
@@ -402,8 +428,8 @@ class PretrainConfig:
             raise ValueError(f"num_workers must be 0 or 1, got {self.num_workers}")
         if not self.learning_rate > 0 or self.weight_decay < 0 or not self.max_grad_norm > 0:
             raise ValueError("need learning_rate > 0, weight_decay >= 0 and max_grad_norm > 0")
-        if not 0.0 <= self.warmup_fraction < 1.0:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
 
     @property
     def micro_batch_size(self) -> int:

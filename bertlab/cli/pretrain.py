@@ -163,11 +163,12 @@ def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     )
     add("--learning-rate", type=float, help=f"peak (default: {train.learning_rate})")
     add(
-        "--warmup",
-        dest="warmup_fraction",
+        "--warmup-proportion",
         type=float,
-        help=f"warmup share of the run (default: {train.warmup_fraction})",
+        help=f"warmup share of the run (default: {train.warmup_proportion})",
     )
+    # the flag's old name (issue 52), still read; --help shows the new one only
+    add("--warmup", dest="warmup_proportion", type=float, help=argparse.SUPPRESS)
     add(
         "--schedule",
         choices=("linear", "one-cycle"),

@@ -47,7 +47,7 @@ class BudgetRecipe:
     pack_sequences: bool = True
     mlm_probability: float = 0.4  # leaves the unigram plateau first: docs/budget.md#why-each-choice
     learning_rate: float = 2e-3
-    warmup_fraction: float = 0.1
+    warmup_proportion: float = 0.1
     schedule: str = "one-cycle"
     dropout: float = 0.0
     position_init: str = "sinusoidal"
@@ -80,7 +80,7 @@ class ShapeSettings:
 
     batch_size: int
     learning_rate: float
-    warmup_fraction: float
+    warmup_proportion: float
     mlm_probability: float
 
 
@@ -109,7 +109,7 @@ def accelerator_recipe(model_size: str) -> BudgetRecipe:
         model_size=model_size,
         batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
-        warmup_fraction=settings.warmup_fraction,
+        warmup_proportion=settings.warmup_proportion,
         mlm_probability=settings.mlm_probability,
     )
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from bertlab.atomic import write_json
-from bertlab.config import PRESETS, BertConfig
+from bertlab.config import PRESETS, BertConfig, with_new_warmup_name
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.modeling import BertForPreTraining
 from bertlab.runtime import autocast, resolve_precision
@@ -88,7 +88,7 @@ class BudgetPlan:
 
     @classmethod
     def from_json(cls, values: dict[str, Any]) -> BudgetPlan:
-        recipe = BudgetRecipe(**values["recipe"])
+        recipe = BudgetRecipe(**with_new_warmup_name(values["recipe"]))  # plans before the rename
         return cls(**(values | {"recipe": recipe}))
 
 

@@ -202,10 +202,12 @@ class _Run:
         self.model = model.to(self.device)
         self.optimizer = build_optimizer(self.model, config.learning_rate, config.weight_decay)
         if config.max_steps is not None and config.schedule == "linear":
-            warmup = round(config.warmup_fraction * config.max_steps)
+            warmup = round(config.warmup_proportion * config.max_steps)
             self.schedule = linear_warmup_decay(self.optimizer, warmup, config.max_steps)
         else:  # a shape over the time budget, or one-cycle over the steps
-            self.schedule = BudgetSchedule(self.optimizer, config.warmup_fraction, config.schedule)
+            self.schedule = BudgetSchedule(
+                self.optimizer, config.warmup_proportion, config.schedule
+            )
         self.progress = Progress()
         self.metrics: MetricsLog | None = None
         self.restored_rng: dict[str, Any] | None = None

@@ -43,6 +43,7 @@ from bertlab.config import (
     STLR_CUT_FRAC,
     STLR_RATIO,
     FinetuneConfig,
+    with_new_warmup_name,
 )
 from bertlab.modeling import BertModel
 
@@ -445,23 +446,24 @@ def finetune_schedule(
     return builders[config.schedule]()
 
 
-def _linear_budget(progress: float, warmup_fraction: float) -> float:
+def _linear_budget(progress: float, warmup_proportion: float) -> float:
     """Linear warmup, then linear decay to 0 at the end of the budget.
 
     The time-based schedule of Izsak et al. 2021, "How to Train BERT with an Academic Budget".
     """
-    if progress < warmup_fraction:
-        return progress / warmup_fraction
-    return (1.0 - progress) / (1.0 - warmup_fraction)
+    if progress < warmup_proportion:
+        return progress / warmup_proportion
+    return (1.0 - progress) / (1.0 - warmup_proportion)
 
 
-def _one_cycle_budget(progress: float, warmup_fraction: float) -> float:
+def _one_cycle_budget(progress: float, warmup_proportion: float) -> float:
     """Cosine rise to the peak, then cosine fall to 0: the 1cycle policy (Smith & Topin 2018)
     with the cosine annealing of `torch.optim.lr_scheduler.OneCycleLR`, starting and ending at 0.
     """
-    if progress < warmup_fraction:
-        return (1.0 - math.cos(math.pi * progress / warmup_fraction)) / 2.0
-    return (1.0 + math.cos(math.pi * (progress - warmup_fraction) / (1.0 - warmup_fraction))) / 2.0
+    if progress < warmup_proportion:
+        return (1.0 - math.cos(math.pi * progress / warmup_proportion)) / 2.0
+    falling = (progress - warmup_proportion) / (1.0 - warmup_proportion)
+    return (1.0 + math.cos(math.pi * falling)) / 2.0
 
 
 BUDGET_DECAYS: dict[str, Callable[[float, float], float]] = {
@@ -474,7 +476,7 @@ class BudgetSchedule:
     """Learning rate as a function of the fraction of a budget used (`--max-time`, or
     `--max-steps` for the one-cycle shape).
 
-    The multiplier rises from 0 to 1 over the first `warmup_fraction` of the budget and falls to 0
+    The multiplier rises from 0 to 1 over the first `warmup_proportion` of the budget and falls to 0
     at its end, along `decay` ("linear" or "one-cycle"). It depends on `progress` alone, never
     reads the step count or the clock itself, so a run is deterministic given the progress fed in.
 
@@ -485,7 +487,7 @@ class BudgetSchedule:
     schedule on every resume). Progress past 1 counts as 1 (learning rate 0); the loop should
     stop there.
 
-        schedule = BudgetSchedule(optimizer, warmup_fraction=0.06)
+        schedule = BudgetSchedule(optimizer, warmup_proportion=0.06)
         for batch in batches:
             schedule.step(elapsed / budget)
             ...  # forward, backward, optimizer.step()
@@ -496,24 +498,24 @@ class BudgetSchedule:
     """
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, warmup_fraction: float, decay: str = "linear"
+        self, optimizer: torch.optim.Optimizer, warmup_proportion: float, decay: str = "linear"
     ) -> None:
         """Set every group's learning rate for progress 0.
 
         Args:
             optimizer: the optimizer; each group's `lr` (or `initial_lr` if set) is its peak.
-            warmup_fraction: fraction of the budget spent warming up, in [0, 1).
+            warmup_proportion: fraction of the budget spent warming up, in [0, 1).
             decay: "linear" or "one-cycle".
 
         Raises:
-            ValueError: for an unknown `decay` or a `warmup_fraction` outside [0, 1).
+            ValueError: for an unknown `decay` or a `warmup_proportion` outside [0, 1).
         """
         if decay not in BUDGET_DECAYS:
             raise ValueError(f"unknown decay {decay!r}; choose one of {', '.join(BUDGET_DECAYS)}")
-        if not 0.0 <= warmup_fraction < 1.0:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
+        if not 0.0 <= warmup_proportion < 1.0:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {warmup_proportion}")
         self.optimizer = optimizer
-        self.warmup_fraction = warmup_fraction
+        self.warmup_proportion = warmup_proportion
         self.decay = decay
         for group in optimizer.param_groups:
             group.setdefault("initial_lr", group["lr"])
@@ -523,7 +525,7 @@ class BudgetSchedule:
 
     def multiplier(self, progress: float) -> float:
         """The learning-rate multiplier in [0, 1] at `progress` (clamped to at most 1)."""
-        return BUDGET_DECAYS[self.decay](min(progress, 1.0), self.warmup_fraction)
+        return BUDGET_DECAYS[self.decay](min(progress, 1.0), self.warmup_proportion)
 
     def step(self, progress: float) -> None:
         """Set the learning rates for `progress`, the fraction of the budget used.
@@ -549,7 +551,7 @@ class BudgetSchedule:
         """What a checkpoint needs to restore this schedule."""
         return {
             "progress": self.progress,
-            "warmup_fraction": self.warmup_fraction,
+            "warmup_proportion": self.warmup_proportion,
             "decay": self.decay,
             "base_lrs": list(self.base_lrs),
         }
@@ -558,14 +560,15 @@ class BudgetSchedule:
         """Restore a saved schedule and set the learning rates it had.
 
         Raises:
-            ValueError: if the saved schedule has another shape (warmup fraction or decay) or
+            ValueError: if the saved schedule has another shape (warmup proportion or decay) or
                 another number of param groups; a resumed run must continue the same schedule.
         """
-        saved = (state_dict["warmup_fraction"], state_dict["decay"])
-        if saved != (self.warmup_fraction, self.decay):
+        state_dict = with_new_warmup_name(state_dict)  # a checkpoint from before the rename
+        saved = (state_dict["warmup_proportion"], state_dict["decay"])
+        if saved != (self.warmup_proportion, self.decay):
             raise ValueError(
-                f"checkpoint schedule (warmup_fraction, decay) = {saved} differs from "
-                f"{(self.warmup_fraction, self.decay)}"
+                f"checkpoint schedule (warmup_proportion, decay) = {saved} differs from "
+                f"{(self.warmup_proportion, self.decay)}"
             )
         if len(state_dict["base_lrs"]) != len(self.optimizer.param_groups):
             raise ValueError(

@@ -21,8 +21,9 @@ import errno
 import logging
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,13 @@ import torch
 from bertlab import hub
 from bertlab.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
 from bertlab.config import (
+    OLD_WARMUP_NAME,
     PRESETS,
     BertConfig,
     PretrainConfig,
     PretrainDataConfig,
     objective_data,
+    with_new_warmup_name,
 )
 from bertlab.data.corpus import (
     TokenizedCorpus,
@@ -108,7 +111,7 @@ _RECIPE_FIELDS = (
     "mlm_probability",
     "batch_size",
     "learning_rate",
-    "warmup_fraction",
+    "warmup_proportion",
     "schedule",
 )
 _DATA_FIELDS = {field.name for field in dataclasses.fields(PretrainDataConfig)}
@@ -141,6 +144,8 @@ class PretrainRun:
         resume: continue from the latest checkpoint in `out`.
         plan: the budget recipe planned for the machine (`bertlab.training.budget_plan`), set by
             `run_pretraining`; None: the measured CPU recipe until then. Not a flag.
+        warmup_fraction: the old name of `warmup_proportion`, still taken (with a
+            FutureWarning); not a field.
         The rest are the fields of `PretrainDataConfig` and `PretrainConfig` of the same names.
     """
 
@@ -172,7 +177,7 @@ class PretrainRun:
     batch_size: int | None = None
     gradient_accumulation_steps: int | None = None
     learning_rate: float | None = None
-    warmup_fraction: float | None = None
+    warmup_proportion: float | None = None
     schedule: str | None = None
     weight_decay: float | None = None
     seed: int | None = None
@@ -190,8 +195,11 @@ class PretrainRun:
     generator_size: float | None = None
     rtd_weight: float | None = None
     plan: BudgetPlan | None = None
+    warmup_fraction: InitVar[float | None] = None  # OLD_WARMUP_NAME, before issue 52
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, warmup_fraction: float | None) -> None:
+        if warmup_fraction is not None:
+            self._take_old_warmup_name(warmup_fraction)
         if not self.corpus:
             raise ValueError("give at least one corpus file")
         durations = [self.budget, self.max_steps, self.max_time]
@@ -236,6 +244,19 @@ class PretrainRun:
             if given and not set(given) <= set(own):
                 raise ValueError(f"{' and '.join(given)} apply to objective {other.name} only")
         self.objective_settings()
+
+    def _take_old_warmup_name(self, warmup_fraction: float) -> None:
+        """`warmup_proportion` from its old name, with a warning (ValueError if both differ)."""
+        warnings.warn(
+            f"PretrainRun's {OLD_WARMUP_NAME} is now called warmup_proportion",
+            FutureWarning,
+            stacklevel=4,  # the caller of PretrainRun(...), above __init__ and __post_init__
+        )
+        given = {OLD_WARMUP_NAME: warmup_fraction, "warmup_proportion": self.warmup_proportion}
+        if self.warmup_proportion is None:
+            del given["warmup_proportion"]
+        proportion = with_new_warmup_name(given)["warmup_proportion"]
+        object.__setattr__(self, "warmup_proportion", proportion)  # frozen; still constructing
 
     # --- what the run resolves to -------------------------------------------------------------
 
@@ -586,7 +607,7 @@ def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: 
         "packed sequences": data.pack_sequences,
         "global batch (sequences)": loop.batch_size * world_size,
         "peak learning rate": loop.learning_rate,
-        "schedule": f"{loop.schedule}, warmup {loop.warmup_fraction:g} of the run",
+        "schedule": f"{loop.schedule}, warmup {loop.warmup_proportion:g} of the run",
         "weight decay": loop.weight_decay,
         "dropout while pre-training": model_config.hidden_dropout_prob,
         "precision": loop.precision,

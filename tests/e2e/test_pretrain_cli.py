@@ -82,7 +82,8 @@ def test_pretrain_writes_model_metrics_and_curves(pretrain_files, tmp_path) -> N
 
 def test_one_cycle_over_steps_rises_and_falls_along_cosines(pretrain_files, tmp_path) -> None:
     out = tmp_path / "run"
-    extra = ["--max-steps", "8", "--log-every", "1", "--schedule", "one-cycle", "--warmup", "0.5"]
+    extra = ["--max-steps", "8", "--log-every", "1", "--schedule", "one-cycle"]
+    extra += ["--warmup-proportion", "0.5"]
     assert main(_args(pretrain_files, tmp_path, out, "--learning-rate", "1e-3", *extra)) == 0
     records = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
     # step k ran at progress (k - 1) / 8: a cosine rise over the first half, a cosine fall after
@@ -304,6 +305,7 @@ def test_a_diverging_run_stops_keeping_its_last_finite_checkpoints(
     checkpoints away. Now it stops at the first non-finite step with one line, exit 1."""
     out = tmp_path / "run"
     args = _args(pretrain_files, tmp_path, out, "--max-steps", "60", "--learning-rate", "1e6")
+    # --warmup: the old name of --warmup-proportion (issue 52), still read
     args += ["--checkpoint-every", "1", "--keep-checkpoints", "2", "--warmup", "0"]
     error = _fails(args, capsys, "training diverged at step")
     assert "is not finite" in error and "lower --learning-rate" in error

@@ -4,6 +4,7 @@ speeds, the plan kept in OUT for --resume."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -49,7 +50,7 @@ def test_the_cpu_choices_are_the_measured_table(minutes) -> None:
         pack_sequences=True,
         mlm_probability=0.4,
         learning_rate=1e-3 if larger else 2e-3,
-        warmup_fraction=0.1,
+        warmup_proportion=0.1,
         schedule="one-cycle",
         dropout=0.0,
         position_init="sinusoidal",
@@ -130,6 +131,15 @@ def test_the_plan_is_kept_for_the_same_budget_size_and_device_only(tmp_path) -> 
     assert load_plan(tmp_path, 300, None, "CPU") is None
     (tmp_path / "budget_plan.json").write_text("{not json", encoding="utf-8")
     assert load_plan(tmp_path, 300, None, "NVIDIA H200") is None
+
+
+def test_a_plan_written_before_the_warmup_rename_is_still_read(tmp_path) -> None:
+    """Plans saved when the recipe's field was `warmup_fraction` (issue 52) resume as planned."""
+    plan = BudgetPlan(300, None, "NVIDIA H200", accelerator_recipe("mini"), {"mini": 5e5}, {})
+    saved = plan.to_json()
+    saved["recipe"]["warmup_fraction"] = saved["recipe"].pop("warmup_proportion")
+    (tmp_path / "budget_plan.json").write_text(json.dumps(saved), encoding="utf-8")
+    assert load_plan(tmp_path, 300, None, "NVIDIA H200") == plan
 
 
 def test_the_plans_report_names_the_speeds_the_shape_and_the_tokens() -> None:

@@ -155,7 +155,7 @@ def test_linear_schedule_resumes_from_state_dicts():
 @pytest.mark.parametrize("decay", ["linear", "one-cycle"])
 def test_budget_schedule_rises_during_warmup_and_falls_to_zero(decay):
     optimizer = _single_parameter_optimizer(2.0)
-    schedule = BudgetSchedule(optimizer, warmup_fraction=0.25, decay=decay)
+    schedule = BudgetSchedule(optimizer, warmup_proportion=0.25, decay=decay)
     assert schedule.get_last_lr() == [0.0]
     rates = []
     for percent in range(101):
@@ -171,9 +171,9 @@ def test_budget_schedule_rises_during_warmup_and_falls_to_zero(decay):
 
 def test_budget_schedule_values():
     optimizer = _single_parameter_optimizer()
-    linear = BudgetSchedule(optimizer, warmup_fraction=0.2)
+    linear = BudgetSchedule(optimizer, warmup_proportion=0.2)
     assert [linear.multiplier(p) for p in (0.1, 0.2, 0.6)] == pytest.approx([0.5, 1.0, 0.5])
-    one_cycle = BudgetSchedule(optimizer, warmup_fraction=0.2, decay="one-cycle")
+    one_cycle = BudgetSchedule(optimizer, warmup_proportion=0.2, decay="one-cycle")
     assert [one_cycle.multiplier(p) for p in (0.1, 0.6)] == pytest.approx([0.5, 0.5])
 
 
@@ -181,7 +181,7 @@ def test_budget_schedule_rejects_bad_arguments():
     optimizer = _single_parameter_optimizer()
     with pytest.raises(ValueError, match="unknown decay"):
         BudgetSchedule(optimizer, 0.1, decay="cosine")
-    with pytest.raises(ValueError, match="warmup_fraction"):
+    with pytest.raises(ValueError, match="warmup_proportion"):
         BudgetSchedule(optimizer, 1.0)
     schedule = BudgetSchedule(optimizer, 0.0)
     assert schedule.get_last_lr() == [1.0]  # no warmup: the peak from the start
@@ -192,13 +192,13 @@ def test_budget_schedule_rejects_bad_arguments():
 
 def test_budget_schedule_state_dict_round_trip(model):
     optimizer = build_optimizer(model, learning_rate=1e-3)
-    schedule = BudgetSchedule(optimizer, warmup_fraction=0.1, decay="one-cycle")
+    schedule = BudgetSchedule(optimizer, warmup_proportion=0.1, decay="one-cycle")
     schedule.step(0.37)
     saved_optimizer, saved_schedule = optimizer.state_dict(), schedule.state_dict()
 
     # A resumed run builds everything as at the start, then loads optimizer and schedule state.
     resumed_optimizer = build_optimizer(model, learning_rate=1e-3)
-    resumed = BudgetSchedule(resumed_optimizer, warmup_fraction=0.1, decay="one-cycle")
+    resumed = BudgetSchedule(resumed_optimizer, warmup_proportion=0.1, decay="one-cycle")
     resumed_optimizer.load_state_dict(saved_optimizer)
     resumed.load_state_dict(saved_schedule)
     assert resumed.state_dict() == saved_schedule
@@ -213,11 +213,24 @@ def test_budget_schedule_state_dict_round_trip(model):
         )
 
 
+def test_a_schedule_saved_before_the_warmup_rename_resumes(model):
+    """Checkpoints written when the key was `warmup_fraction` (issue 52) still load."""
+    schedule = BudgetSchedule(build_optimizer(model, 1e-3), warmup_proportion=0.1)
+    schedule.step(0.37)
+    saved = schedule.state_dict()
+    saved["warmup_fraction"] = saved.pop("warmup_proportion")
+    resumed = BudgetSchedule(build_optimizer(model, 1e-3), warmup_proportion=0.1)
+    resumed.load_state_dict(saved)
+    assert resumed.get_last_lr() == schedule.get_last_lr()
+    with pytest.raises(ValueError, match="differs"):
+        BudgetSchedule(build_optimizer(model, 1e-3), 0.2).load_state_dict(saved)
+
+
 def test_budget_schedule_built_after_loading_optimizer_keeps_the_peak(model):
     optimizer = build_optimizer(model, learning_rate=1e-3)
-    BudgetSchedule(optimizer, warmup_fraction=0.5).step(0.25)  # lr is now half the peak
+    BudgetSchedule(optimizer, warmup_proportion=0.5).step(0.25)  # lr is now half the peak
     resumed_optimizer = build_optimizer(model, learning_rate=1e-3)
     resumed_optimizer.load_state_dict(optimizer.state_dict())
-    resumed = BudgetSchedule(resumed_optimizer, warmup_fraction=0.5)
+    resumed = BudgetSchedule(resumed_optimizer, warmup_proportion=0.5)
     resumed.step(0.5)
     assert resumed.get_last_lr() == pytest.approx([1e-3, 1e-3])
