@@ -353,14 +353,22 @@ def _cjk_font() -> str | None:
     found = next((name for name in CJK_FONTS if name in installed), None)
     if found is not None:
         return found
+    path = packaged_cjk_font_file()
+    if path is None:
+        return None
+    font_manager.fontManager.addfont(str(path))
+    return PACKAGED_CJK_FONT
+
+
+def packaged_cjk_font_file() -> Path | None:
+    """The Noto Sans CJK collection of the package bertlab depends on (`CJK_FONT_PACKAGE`,
+    faces JP, KR, SC, TC, HK and their Mono twins, `PACKAGED_CJK_FONT` among them), or None
+    when the package or its file is missing."""
     spec = importlib.util.find_spec(CJK_FONT_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / CJK_FONT_FILE
-    if not path.is_file():
-        return None
-    font_manager.fontManager.addfont(str(path))
-    return PACKAGED_CJK_FONT
+    return path if path.is_file() else None
 
 
 def plot_attention(

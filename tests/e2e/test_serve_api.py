@@ -6,7 +6,9 @@ keeps serving."""
 from __future__ import annotations
 
 import http.client
+import io
 import json
+import logging
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,7 +22,11 @@ import bertlab
 # before the imports below (hence E402) that need them.
 pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
 
+from fontTools.ttLib import TTCollection, TTFont
+
+from bertlab.apps.serve import fonts
 from bertlab.apps.serve.api import create_app
+from bertlab.apps.serve.fonts import CJK_FONT_CACHE_CONTROL, CJK_FONT_ROUTE
 from bertlab.apps.serve.models import CAPABILITIES
 from bertlab.apps.serve.server import allowed_hosts, load_models
 from bertlab.config import TaskDataConfig
@@ -35,10 +41,12 @@ from bertlab.heads import (
     BertForTokenClassification,
 )
 from bertlab.inspection import (
+    PACKAGED_CJK_FONT,
     all_attention_maps,
     fill_mask,
     load_for_fill_mask,
     load_with_lm_head,
+    packaged_cjk_font_file,
 )
 from bertlab.language_model import LOG_PROBABILITY, PSEUDO_LOG_LIKELIHOOD, generate, score_texts
 from bertlab.modeling import BertModel
@@ -516,3 +524,30 @@ def test_the_page_and_the_openapi_description_are_served(base_url):
     paths = set(spec["paths"])
     for task in CAPABILITIES:
         assert f"/api/models/{{name}}/{task}" in paths
+
+
+def test_the_pages_cjk_font_is_the_sc_face_of_the_packaged_collection(base_url):
+    """The font the page falls back on for Chinese: Noto Sans CJK SC copied out of the
+    collection bertlab depends on, kept by the browser for a year."""
+    with urllib.request.urlopen(base_url + CJK_FONT_ROUTE, timeout=60) as response:
+        body = response.read()
+        assert response.headers["Content-Type"] == "font/otf"
+        assert response.headers.get_all("Cache-Control") == [CJK_FONT_CACHE_CONTROL]
+    font = TTFont(io.BytesIO(body))
+    assert font["name"].getDebugName(1) == PACKAGED_CJK_FONT == "Noto Sans CJK SC"
+    assert {ord("中"), ord("文"), ord("A")} <= set(font.getBestCmap())
+    collection = TTCollection(str(packaged_cjk_font_file()), lazy=True)
+    (face,) = [f for f in collection.fonts if f["name"].getDebugName(1) == PACKAGED_CJK_FONT]
+    assert font.getGlyphOrder() == face.getGlyphOrder()
+    assert font.getBestCmap() == face.getBestCmap()
+
+
+def test_without_the_font_package_the_font_is_a_404_and_the_server_warns(
+    serve_models, start_server, monkeypatch, caplog
+):
+    monkeypatch.setattr(fonts, "packaged_cjk_font_file", lambda: None)
+    with caplog.at_level(logging.WARNING, logger="bertlab.apps.serve.api"):
+        app = create_app(load_models([("mlm", serve_models["mlm"])]))
+    assert fonts.MISSING_CJK_FONT in caplog.messages
+    status, answer = call(start_server(app) + CJK_FONT_ROUTE)
+    assert (status, answer) == (404, {"detail": fonts.MISSING_CJK_FONT})

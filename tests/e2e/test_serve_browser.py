@@ -184,6 +184,80 @@ def texts(browser, selector: str) -> list[str]:
     return [element.text for element in browser.find_elements(By.CSS_SELECTOR, selector)]
 
 
+# Whether an element's text is drawn in its font stack with glyphs, not the missing-glyph box
+# (the pixels of a character no font has, U+10FFFD), as the page's own check does.
+DRAWS_GLYPHS = r"""
+const [node] = arguments;
+const style = getComputedStyle(node);
+const canvas = document.createElement("canvas");
+canvas.width = 400;
+canvas.height = 40;
+const context = canvas.getContext("2d");
+context.font = "24px " + style.fontFamily;
+context.textBaseline = "top";
+const pixels = (text) => {
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  context.fillText(text, 2, 2);
+  return context.getImageData(0, 0, canvas.width, canvas.height).data.join();
+};
+return pixels(node.textContent) !== pixels("\u{10FFFD}".repeat(node.textContent.length));
+"""
+
+
+def cjk_state(browser) -> str:
+    """The page's word on Chinese characters: drawn by a font of the "system", by the
+    server's font ("served"), or "boxes"."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    script = "return document.documentElement.dataset.cjk"
+    return WebDriverWait(browser, WAIT_SECONDS).until(lambda driver: driver.execute_script(script))
+
+
+def test_chinese_is_drawn_with_the_servers_font(browser, base_url, tmp_path):
+    """Without a CJK font of its own (Debian's chromium alone has none), the page draws Chinese
+    with the Noto Sans CJK SC that the server serves, and shows no warning."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sentence = "我们的手机电池很好。"
+    open_view(browser, base_url, "score")
+    state = cjk_state(browser)
+    if state == "system":
+        pytest.skip("this machine's Chromium has a CJK font of its own; the server's is not used")
+    assert state == "served"
+    assert browser.execute_script("""return document.fonts.check('12px "bertlab CJK"', '中')""")
+    assert not browser.find_element(By.ID, "cjk-warning").is_displayed()
+    Select(browser.find_element(By.ID, "score-model")).select_by_value("mlm")
+    type_into(browser, "score-text", sentence)
+    run_view(browser, "score")
+    (cell,) = [
+        cell
+        for cell in browser.find_elements(By.CSS_SELECTOR, "#score-result table.scores td")
+        if cell.text == sentence
+    ]
+    assert browser.execute_script(DRAWS_GLYPHS, cell)
+
+
+def test_without_the_font_the_page_says_chinese_shows_as_boxes(
+    browser, serve_models, start_server, monkeypatch
+):
+    from selenium.webdriver.common.by import By
+
+    from bertlab.apps.serve import fonts
+
+    browser_paths()
+    monkeypatch.setattr(fonts, "packaged_cjk_font_file", lambda: None)
+    url = start_server(create_app(load_models([("mlm", serve_models["mlm"])])))
+    browser.get(url + "/")
+    state = cjk_state(browser)
+    if state == "system":
+        pytest.skip("this machine's Chromium has a CJK font of its own: no warning to show")
+    assert state == "boxes"
+    warning = browser.find_element(By.ID, "cjk-warning")
+    assert warning.is_displayed()
+    assert warning.text.startswith("This browser cannot draw Chinese characters")
+
+
 def test_fill_mask_shows_the_candidates_of_each_mask(browser, base_url, tmp_path):
     text = "great [MASK] , long battery life ."
     open_view(browser, base_url, "fill-mask")

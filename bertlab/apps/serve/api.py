@@ -21,10 +21,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from bertlab.apps.serve import inference, language_model
+from bertlab.apps.serve import fonts, inference, language_model
 from bertlab.apps.serve.guards import RequestGuard
 from bertlab.apps.serve.models import (
     ANSWER,
@@ -132,6 +132,8 @@ def create_app(
             rebinding: a page elsewhere cannot reach a loopback server under its own name.
     """
     service = Service(models, limits or ServeLimits(), workers)
+    if fonts.cjk_font_file() is None:
+        logger.warning(fonts.MISSING_CJK_FONT)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -171,6 +173,20 @@ router = APIRouter()
 @router.get("/", include_in_schema=False)
 async def page() -> FileResponse:
     return FileResponse(STATIC / "index.html")
+
+
+@router.get(fonts.CJK_FONT_ROUTE, include_in_schema=False)
+def cjk_font() -> Response:
+    """The CJK font the page's CSS falls back on (Noto Sans CJK SC), or 404 without it.
+
+    A plain function, so FastAPI runs it in a thread: the first call copies the face out of
+    the collection (0.3 s) without holding up the other requests.
+    """
+    font = fonts.cjk_font()
+    if font is None:
+        raise HTTPException(404, fonts.MISSING_CJK_FONT)
+    headers = {"Cache-Control": fonts.CJK_FONT_CACHE_CONTROL}
+    return Response(font, media_type=fonts.CJK_FONT_MEDIA_TYPE, headers=headers)
 
 
 @router.get("/api/models", response_model=ModelsAnswer)

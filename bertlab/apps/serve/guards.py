@@ -68,7 +68,11 @@ class RequestGuard:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                headers = list(message.get("headers", []))
+                # A response that says how long to keep it (the CJK font) keeps its own word.
+                named = {name.lower() for name, _ in headers}
+                extra = [header for header in SECURITY_HEADERS if header[0] not in named]
+                message["headers"] = [*headers, *extra]
             await send(message)
 
         refusal = self._refusal(scope)

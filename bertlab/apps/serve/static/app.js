@@ -355,6 +355,48 @@ function similarityTable(texts, vectors) {
   return grid;
 }
 
+// --- Chinese characters ---------------------------------------------------------------------
+
+const CJK_FONT = '"bertlab CJK"';  // style.css's @font-face: the server's Noto Sans CJK SC
+const CJK_SAMPLE = "中";
+
+// Whether the page's font stack draws a CJK character: its pixels differ from those of a
+// character no font has (U+10FFFD, private use), which the browser draws as the missing-glyph box.
+function drawsCjk() {
+  const canvas = document.createElement("canvas");
+  canvas.width = 40;
+  canvas.height = 40;
+  const context = canvas.getContext("2d", { willReadFrequently: true });
+  context.font = "32px " + getComputedStyle(document.documentElement).fontFamily;
+  context.textBaseline = "top";
+  const pixels = (text) => {
+    context.clearRect(0, 0, canvas.width, canvas.height);
+    context.fillText(text, 2, 2);
+    return context.getImageData(0, 0, canvas.width, canvas.height).data.join();
+  };
+  return pixels(CJK_SAMPLE) !== pixels("\u{10FFFD}");
+}
+
+// Without a CJK font of the system's, load the server's and name it in the font stacks (the
+// class cjk-font); if the characters are still boxes, say so in one line.
+// data-cjk on <html> says which: "system", "served" (the server's font) or "boxes".
+async function checkCjk() {
+  const root = document.documentElement;
+  if (drawsCjk()) {
+    root.dataset.cjk = "system";
+    return;
+  }
+  try {
+    const loaded = await document.fonts.load("16px " + CJK_FONT, CJK_SAMPLE);
+    if (loaded.length > 0) root.classList.add("cjk-font");
+  } catch (error) {
+    // the font did not load (the server has none: 404); the check below says so
+  }
+  const draws = drawsCjk();
+  document.getElementById("cjk-warning").hidden = draws;
+  root.dataset.cjk = draws ? "served" : "boxes";
+}
+
 // --- wiring ---------------------------------------------------------------------------------
 
 function showView(name) {
@@ -408,6 +450,7 @@ function setUpView(name) {
 }
 
 async function start() {
+  checkCjk();
   try {
     const answer = await callApi("/api/models");
     state.models = answer.models;
