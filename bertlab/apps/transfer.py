@@ -25,6 +25,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from bertlab.apps.flows import (
     summary,
     word_vector_model,
 )
+from bertlab.apps.grid import Cell, Column, Scores, run_grid
 from bertlab.apps.transfer_config import (
     CONTINUED,
     FINETUNE_BATCH_SIZE,
@@ -135,32 +137,70 @@ def _transfer(
             f"   {row.name}: {len(data.train):,} training, {len(data.dev):,} dev, "
             f"{len(test):,} test examples"
         )
-    columns = config.fine_tuning_order()
+    columns = [_ModelColumn(name, models[name]) for name in config.fine_tuning_order()]
     seeds = len(config.seeds)
     say(f"== fine-tuning {len(rows)} task(s) x {len(columns)} model(s) x {seeds} seed(s)")
-    scores: dict[str, dict[str, list[float]]] = {row.name: {} for row in rows}
     metric_names = {name: task.primary_metric for name, (task, _, _) in splits.items()}
     base = _results_base(config, rows, metric_names)
-    for column in columns:
-        for row in rows:
-            task, data, test = splits[row.name]
-            values = []
-            for seed in config.seeds:
-                run_dir = seed_dir(out / FINETUNE_DIR / row.name, column, seed)
-                metrics = _finetune_and_test(
-                    config, row, task, data, test, models[column], seed, run_dir, show_progress
-                )
-                values.append(metrics[task.primary_metric])
-            scores[row.name][column] = values
-            say(f"   {column:>12} {row.name}: {task.primary_metric} {summary(values)}")
-            timings["total"] = time.perf_counter() - started
-            one_class = one_class_runs(out / FINETUNE_DIR, scores, config.seeds)
-            results = base | {"scores": scores, ONE_CLASS: one_class, "timings_seconds": timings}
-            write_results(out, results)
+
+    def results_of(scores: Scores) -> dict[str, Any]:
+        timings["total"] = time.perf_counter() - started
+        one_class = one_class_runs(out / FINETUNE_DIR, scores, config.seeds)
+        return base | {"scores": scores, ONE_CLASS: one_class, "timings_seconds": timings}
+
+    results = _fine_tune(config, rows, splits, columns, results_of, show_progress, say)
     for line in results_table(results):
         say(line)
     say(f"wrote {out / TABLE_FILE}, {out / PLOT_FILE}, {out / RESULTS_FILE}")
     return results
+
+
+def _fine_tune(
+    config: TransferConfig,
+    rows: Sequence[TransferTask],
+    splits: dict[str, tuple[Task, TaskData, list]],
+    columns: list[_ModelColumn],
+    results: Callable[[Scores], dict[str, Any]],
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Every column x task x seed (`grid.run_grid`: each column's tasks in turn, each with all
+    its seeds), results.json, table.md and transfer.png written after each run."""
+    by_name = {row.name: row for row in rows}
+
+    def run_cell(cell: Cell) -> float:
+        task, data, test = splits[cell.task]
+        run_dir = seed_dir(config.out / FINETUNE_DIR / cell.task, cell.column.name, cell.seed)
+        row, model_dir = by_name[cell.task], cell.column.model_dir
+        metrics = _finetune_and_test(
+            config, row, task, data, test, model_dir, cell.seed, run_dir, show_progress
+        )
+        return metrics[task.primary_metric]
+
+    def after_cell(cell: Cell, scores: Scores) -> None:
+        if cell.seed == config.seeds[-1]:  # a column's task done: its seeds' summary
+            task, _, _ = splits[cell.task]
+            values = scores[cell.task][cell.column.name]
+            say(f"   {cell.column.name:>12} {cell.task}: {task.primary_metric} {summary(values)}")
+
+    return run_grid(
+        columns,
+        list(by_name),
+        config.seeds,
+        run_cell,
+        config.out / RESULTS_FILE,
+        results,
+        write=lambda written: write_results(config.out, written),
+        after_cell=after_cell,
+    )
+
+
+@dataclass(frozen=True)
+class _ModelColumn(Column):
+    """A column of the table: a model fine-tuned from `model_dir` (for scratch and word-vectors,
+    the shape each seed's twin is built from, `_twin`)."""
+
+    model_dir: Path
 
 
 def _pretrained_arms(config: TransferConfig) -> list[str]:
