@@ -78,6 +78,7 @@ from bertlab.apps.flows import (
     summary,
     word_vector_model,
 )
+from bertlab.apps.grid import Cell, Column, Scores, run_grid
 from bertlab.apps.transfer_data import TransferTask, task_splits
 from bertlab.atomic import atomic_directory
 from bertlab.config import BertConfig, FinetuneConfig, TaskDataConfig
@@ -143,41 +144,68 @@ def _ablation(
         sizes = f"{len(data.train):,} training, {len(data.dev):,} dev, {len(test):,} test"
         say(f"   {task.name}: {sizes} examples")
 
-    runs = _runs(config, shape_dir, vectors_dir)
-    say(f"== fine-tuning {len(runs)} model x task pairs x {len(config.seeds)} seed(s)")
-    scores: dict[str, dict[str, list[dict[str, float]]]] = {}
-    results: dict[str, Any] = {}
-    for run in runs:
-        column = next(task for task in config.selected_tasks() if task.name == run.task)
-        task, data, test = splits[run.task]
-        if run.features is not None:
-            task = dataclasses.replace(task, features=run.features)
-        metrics = []
-        for seed in config.seeds:
-            run_dir = seed_dir(config.out / FINETUNE_DIR / run.task, run.name, seed)
-            model_dir = run.model_dir if run.twin is None else run.twin(seed)
-            finetune_config = FinetuneConfig(
-                learning_rate=run.learning_rate,
-                batch_size=FINETUNE_BATCH_SIZE,
-                num_train_epochs=column.epochs,
-                seed=seed,
-            )
-            metrics.append(
-                finetune_and_test(
-                    task, data, test, model_dir, finetune_config, run_dir, show_progress
-                )
-            )
-        scores.setdefault(run.task, {})[run.name] = metrics
-        values = [m[column.metric] for m in metrics]
-        say(f"   {run.name:>24} {run.task}: {column.metric} {summary(values)}")
+    columns = _columns(config, shape_dir, vectors_dir)
+    tasks = [task.name for task in config.selected_tasks()]
+    pairs = sum(column.runs_on(task) for column in columns for task in tasks)
+    say(f"== fine-tuning {pairs} model x task pairs x {len(config.seeds)} seed(s)")
+
+    def results_of(scores: Scores) -> dict[str, Any]:
         timings["total"] = time.perf_counter() - started
         one_class = one_class_runs(config.out / FINETUNE_DIR, scores, config.seeds)
-        results = _results(config, scores, timings) | {ONE_CLASS: one_class}
-        write_results(config.out, results)
+        return _results(config, scores, timings) | {ONE_CLASS: one_class}
+
+    results = _fine_tune(config, splits, columns, results_of, show_progress, say)
     for line in results_tables(results):
         say(line)
     say(f"wrote {config.out / TABLE_FILE}, {config.out / PLOT_FILE}, {config.out / RESULTS_FILE}")
     return results
+
+
+def _fine_tune(
+    config: AblationConfig,
+    splits: dict[str, tuple[Task, TaskData, list]],
+    columns: list[_Column],
+    results: Callable[[Scores], dict[str, Any]],
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Every row x task x seed (`grid.run_grid`: each row's tasks in turn, each with all its
+    seeds), results.json, table.md and ablation.png written after each run."""
+    by_name = {task.name: task for task in config.selected_tasks()}
+
+    def run_cell(cell: Cell) -> dict[str, float]:
+        column, spec = cell.column, by_name[cell.task]
+        task, data, test = splits[cell.task]
+        if column.features is not None:
+            task = dataclasses.replace(task, features=column.features)
+        run_dir = seed_dir(config.out / FINETUNE_DIR / cell.task, column.name, cell.seed)
+        model_dir = column.model_dir if column.twin is None else column.twin(cell.seed)
+        finetune_config = FinetuneConfig(
+            learning_rate=column.learning_rate,
+            batch_size=FINETUNE_BATCH_SIZE,
+            num_train_epochs=spec.epochs,
+            seed=cell.seed,
+        )
+        return finetune_and_test(
+            task, data, test, model_dir, finetune_config, run_dir, show_progress
+        )
+
+    def after_cell(cell: Cell, scores: Scores) -> None:
+        if cell.seed == config.seeds[-1]:  # a row's task done: its seeds' summary
+            metric = by_name[cell.task].metric
+            values = [metrics[metric] for metrics in scores[cell.task][cell.column.name]]
+            say(f"   {cell.column.name:>24} {cell.task}: {metric} {summary(values)}")
+
+    return run_grid(
+        columns,
+        list(by_name),
+        config.seeds,
+        run_cell,
+        config.out / RESULTS_FILE,
+        results,
+        write=lambda written: write_results(config.out, written),
+        after_cell=after_cell,
+    )
 
 
 def ablation_splits(data_dir: Path, column: AblationTask) -> tuple[Task, TaskData, list]:
@@ -307,11 +335,10 @@ def _twin_factory(config: AblationConfig, shape_dir: Path) -> Callable[[int], Pa
 
 
 @dataclass(frozen=True)
-class _Run:
-    """One (model, task) pair of the tables: fine-tuned with every seed."""
+class _Column(Column):
+    """One row of the tables (a column of the grid): a model fine-tuned with every seed on the
+    tasks it runs on."""
 
-    name: str  # the row, as results.json keys it
-    task: str
     model_dir: Path | None  # a pre-trained model, or None for a seed's twin
     twin: Callable[[int], Path] | None = None
     features: FeatureHeadConfig | None = None
@@ -323,33 +350,33 @@ def size_row(size: str) -> str:
     return f"{MLM_NSP}@{size}"
 
 
-def _runs(config: AblationConfig, shape_dir: Path, vectors_dir: Path | None) -> list[_Run]:
-    """Table 5's rows task by task, then Table 7's block, then Table 6's sizes."""
+def _columns(config: AblationConfig, shape_dir: Path, vectors_dir: Path | None) -> list[_Column]:
+    """Table 5's rows, each on every task, then Table 7's block on its task, then Table 6's
+    sizes on every task."""
     rate = config.learning_rate
-    runs = []
+    columns = []
     for row in config.rows:
-        for column in config.selected_tasks():
-            if row == SCRATCH:
-                twin = _twin_factory(config, shape_dir)
-                runs.append(_Run(row, column.name, None, twin, learning_rate=rate))
-            elif row == WORD_VECTORS:
-                twin = _twin_factory(config, vectors_dir)
-                runs.append(_Run(row, column.name, None, twin, learning_rate=rate))
-            else:
-                final = config.pretrain_dir(OBJECTIVES[row]) / FINAL_DIR
-                head = LTR_BILSTM_HEAD if row == LTR_BILSTM else None
-                runs.append(_Run(row, column.name, final, features=head, learning_rate=rate))
+        if row == SCRATCH:
+            twin = _twin_factory(config, shape_dir)
+            columns.append(_Column(row, None, twin, learning_rate=rate))
+        elif row == WORD_VECTORS:
+            twin = _twin_factory(config, vectors_dir)
+            columns.append(_Column(row, None, twin, learning_rate=rate))
+        else:
+            final = config.pretrain_dir(OBJECTIVES[row]) / FINAL_DIR
+            head = LTR_BILSTM_HEAD if row == LTR_BILSTM else None
+            columns.append(_Column(row, final, features=head, learning_rate=rate))
     if config.feature_based:
         final = config.pretrain_dir("mlm+nsp") / FINAL_DIR
         for layers in FEATURE_ROWS:
             head = FeatureHeadConfig(layers=layers, use_bilstm=True)
             name = FEATURE_ROW_PREFIX + layers
-            runs.append(_Run(name, FEATURE_TASK, final, None, head, config.feature_learning_rate))
+            feature_rate = config.feature_learning_rate
+            columns.append(_Column(name, final, None, head, feature_rate, tasks=(FEATURE_TASK,)))
     for size in config.model_sizes:
         final = config.pretrain_dir("mlm+nsp", size) / FINAL_DIR
-        for column in config.selected_tasks():
-            runs.append(_Run(size_row(size), column.name, final, learning_rate=rate))
-    return runs
+        columns.append(_Column(size_row(size), final, learning_rate=rate))
+    return columns
 
 
 # --- the results ----------------------------------------------------------------------------------

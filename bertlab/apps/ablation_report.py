@@ -168,17 +168,18 @@ def _finetuning_budget(results: dict[str, Any]) -> str:
 
 def judge(first: Sequence[float] | None, second: Sequence[float] | None) -> str:
     """Whether `first` is ahead of `second`, level or behind (`flows.compare`), with the gap of
-    the medians, the larger spread and the sign test over paired seeds."""
+    the medians, the larger spread and the sign test over paired seeds (not while one of the two
+    has fewer seeds than the other: results are written after each seed)."""
     if not first or not second:
         return "–"
     comparison = compare(second, first)
     reverse = compare(first, second)
     word = "ahead" if comparison.wins else "behind" if reverse.wins else "level"
+    text = f"{word} ({comparison.margin:+.1f} vs spread {comparison.spread:.1f}"
+    if len(first) != len(second):
+        return text + ")"
     wins, losses, p_value = sign_test(second, first)
-    return (
-        f"{word} ({comparison.margin:+.1f} vs spread {comparison.spread:.1f}; "
-        f"{wins}-{losses} seeds, p {p_value:.2f})"
-    )
+    return text + f"; {wins}-{losses} seeds, p {p_value:.2f})"
 
 
 def paper_direction(first: float | None, second: float | None) -> str:

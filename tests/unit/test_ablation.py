@@ -152,6 +152,11 @@ def test_the_verdict_needs_more_than_the_seed_spread():
     assert judge(None, [1.0]) == "–"
 
 
+def test_a_row_still_running_its_seeds_is_judged_without_pairing_them():
+    # results.json is written after each seed: one row may have fewer seeds than the other
+    assert judge([80.0], [70.0, 71.0, 72.0]) == "ahead (+9.0 vs spread 2.0)"
+
+
 @pytest.mark.parametrize(("flags", "uncapped"), [([], False), (["--uncapped"], True)])
 def test_the_command_passes_uncapped_to_the_experiment(tmp_path, monkeypatch, flags, uncapped):
     import bertlab.apps.ablation as ablation
