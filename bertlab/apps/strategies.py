@@ -28,6 +28,7 @@ from typing import Any
 
 from bertlab.apps.flows import (
     ONE_CLASS,
+    RESULTS_FILE,
     check_settings,
     check_split,
     finetune_and_test,
@@ -36,10 +37,13 @@ from bertlab.apps.flows import (
     seed_dir,
     summary,
 )
+from bertlab.apps.grid import TASK_SEED_COLUMN, Cell, Column, Scores, run_grid
 from bertlab.apps.strategies_report import TABLE_FILE, results_table, write_results
 from bertlab.apps.transfer_config import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE
 from bertlab.apps.transfer_data import DEV_FRACTION, ROWS, TEST_FRACTION, TransferTask, task_splits
 from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.task_families import Task
+from bertlab.training.finetune import TaskData
 
 FINETUNE_DIR = "finetune"
 BERT_DEFAULT = "bert"  # the strategy every other one is judged against
@@ -216,39 +220,69 @@ def _strategies(
     for row in rows:  # all checked before the first run
         _, data, test = splits[row.name]
         check_split(config.out / FINETUNE_DIR / row.name, data.train, data.dev, test)
-    metrics_names = {name: task.primary_metric for name, (task, _, _) in splits.items()}
-    results = _results_base(config, rows, metrics_names)
-    for row in rows:
-        task, data, test = splits[row.name]
         say(
             f"== {row.name}: {len(data.train):,} training, {len(data.dev):,} dev, {len(test):,} "
             f"test examples; {config.model_for(row)}"
         )
-        scores: dict[str, list[float]] = {name: [] for name in config.strategies}
-        for seed in config.seeds:  # every strategy per seed: the paired runs finish together
-            for strategy in config.strategies:
-                run_dir = seed_dir(config.out / FINETUNE_DIR / row.name, strategy, seed)
-                metrics = finetune_and_test(
-                    task,
-                    data,
-                    test,
-                    config.model_for(row),
-                    config.finetune_config(strategy, row, seed),
-                    run_dir,
-                    show_progress,
-                )
-                scores[strategy].append(metrics[task.primary_metric])
-            results["scores"][row.name] = {name: list(values) for name, values in scores.items()}
-            runs = config.out / FINETUNE_DIR
-            results[ONE_CLASS] = one_class_runs(runs, results["scores"], config.seeds)
-            results["timings_seconds"] = {"total": time.perf_counter() - started}
-            write_results(config.out, results)
-        for strategy in config.strategies:
-            say(f"   {strategy:>10} {task.primary_metric} {summary(scores[strategy])}")
+    metrics_names = {name: task.primary_metric for name, (task, _, _) in splits.items()}
+    base = _results_base(config, rows, metrics_names)
+
+    def results_of(scores: Scores) -> dict[str, Any]:
+        one_class = one_class_runs(config.out / FINETUNE_DIR, scores, config.seeds)
+        timings = {"total": time.perf_counter() - started}
+        return base | {"scores": scores, ONE_CLASS: one_class, "timings_seconds": timings}
+
+    results = _fine_tune(config, rows, splits, results_of, show_progress, say)
     for line in results_table(results):
         say(line)
     say(f"wrote {config.out / TABLE_FILE} and the runs under {config.out / FINETUNE_DIR}")
     return results
+
+
+def _fine_tune(
+    config: StrategiesConfig,
+    rows: tuple[TransferTask, ...],
+    splits: dict[str, tuple[Task, TaskData, list]],
+    results: Callable[[Scores], dict[str, Any]],
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Every row x seed x strategy (`grid.run_grid`: per row and seed every strategy, so that
+    the paired runs finish together), results.json and table.md written after each run."""
+    by_name = {row.name: row for row in rows}
+    columns = [Column(name) for name in config.strategies]
+
+    def run_cell(cell: Cell) -> float:
+        task, data, test = splits[cell.task]
+        row, strategy = by_name[cell.task], cell.column.name
+        metrics = finetune_and_test(
+            task,
+            data,
+            test,
+            config.model_for(row),
+            config.finetune_config(strategy, row, cell.seed),
+            seed_dir(config.out / FINETUNE_DIR / row.name, strategy, cell.seed),
+            show_progress,
+        )
+        return metrics[task.primary_metric]
+
+    def after_cell(cell: Cell, scores: Scores) -> None:
+        if (cell.seed, cell.column) == (config.seeds[-1], columns[-1]):  # a row done
+            task, _, _ = splits[cell.task]
+            for strategy, values in scores[cell.task].items():
+                say(f"   {cell.task} {strategy:>10} {task.primary_metric} {summary(values)}")
+
+    return run_grid(
+        columns,
+        list(by_name),
+        config.seeds,
+        run_cell,
+        config.out / RESULTS_FILE,
+        results,
+        order=TASK_SEED_COLUMN,
+        write=lambda written: write_results(config.out, written),
+        after_cell=after_cell,
+    )
 
 
 def _check_inputs(config: StrategiesConfig, rows: tuple[TransferTask, ...]) -> None:
@@ -285,5 +319,5 @@ def _results_base(
         "strategies": {name: STRATEGIES[name].to_json() for name in config.strategies},
         "tasks": {row.name: row.to_json() | {"model": str(config.model_for(row))} for row in rows},
         "metrics": metric_names,
-        "scores": {},
+        "scores": {},  # its place in the file: `_fine_tune` puts the grid's scores there
     }
