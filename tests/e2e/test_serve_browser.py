@@ -400,6 +400,11 @@ def test_attention_draws_a_heatmap_with_the_tokens(browser, base_url, tmp_path):
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
     assert texts(browser, "#attention-result .col-label") == tokens
     assert texts(browser, "#attention-result .row-label") == tokens
+    # Column labels read upwards at 45 degrees (not turned a quarter, head to the side).
+    label = browser.find_element(By.CSS_SELECTOR, "#attention-result .col-label span")
+    transform = browser.execute_script("return getComputedStyle(arguments[0]).transform", label)
+    a, b = map(float, transform.removeprefix("matrix(").split(",")[:2])
+    assert (a, b) == pytest.approx((0.7071, -0.7071), abs=1e-3)
     cells = browser.find_elements(By.CSS_SELECTOR, "#attention-result .attention-map .cell")
     assert len(cells) == len(tokens) ** 2
     weight = expected["attentions"][0][0][1][2]  # head 1, query token 1, key token 2

@@ -313,8 +313,14 @@ function drawAttention() {
     ". Rows: the attending piece; columns: the piece attended to. Hover a cell for its weight."));
   const grid = element("div", "heatmap attention-map");
   grid.style.gridTemplateColumns = "max-content repeat(" + tokens.length + ", var(--cell))";
+  grid.style.setProperty("--longest", Math.max(...tokens.map((token) => token.length)));
   grid.appendChild(element("div", "corner", ""));
-  for (const token of tokens) grid.appendChild(element("div", "col-label", token));
+  for (const token of tokens) {
+    const label = element("div", "col-label");
+    label.title = token;
+    label.appendChild(element("span", "", token));
+    grid.appendChild(label);
+  }
   tokens.forEach((token, row) => {
     grid.appendChild(element("div", "row-label", token));
     matrix[row].forEach((value, column) => {
