@@ -316,6 +316,34 @@ def test_attention_equals_the_python_api(base_url, serve_models, layer):
     torch.testing.assert_close(torch.tensor(answer["attentions"]), expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("layer", [2, None])
+def test_attention_over_a_pair_equals_the_python_api(base_url, serve_models, layer):
+    text, pair = "great phone .", "long battery life ."
+    body = {"text": text, "pair": pair, "layer": layer}
+    status, answer = post(base_url, "sentiment", "attention", body)
+    assert status == 200
+    directory = serve_models["sentiment"]
+    encoder = BertModel.from_pretrained(directory).eval()
+    tokenizer = Tokenizer.from_pretrained(directory)
+    pieces, maps = all_attention_maps(encoder, tokenizer, text, pair)
+    assert answer["tokens"] == pieces and pieces.count("[SEP]") == 2
+    first_b = pieces.index("[SEP]") + 1
+    assert answer["segments"] == [0] * first_b + [1] * (len(pieces) - first_b)
+    expected = maps if layer is None else maps[[layer - 1]]
+    torch.testing.assert_close(torch.tensor(answer["attentions"]), expected, rtol=0, atol=1e-6)
+
+
+def test_attention_refuses_a_pair_longer_than_it_shows_in_one_line(base_url):
+    body = {"text": "great phone .", "pair": " ".join(["phone"] * 130)}
+    status, answer = post(base_url, "sentiment", "attention", body)
+    assert status == 422
+    assert answer["detail"] == (
+        "the pair has 136 pieces with [CLS] and [SEP]; attention is shown for at most 128"
+    )
+    status, answer = post(base_url, "sentiment", "attention", {"text": "great", "pair": " "})
+    assert (status, answer["detail"]) == (422, "pair[0] is empty (only whitespace)")
+
+
 @pytest.mark.parametrize("pooling", ["pooler", "mean", "tokens"])
 def test_embed_equals_the_python_api(base_url, serve_models, pooling):
     texts = ["great phone .", "screen cracked , fragile build ."]

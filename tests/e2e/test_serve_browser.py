@@ -415,6 +415,58 @@ def test_attention_draws_a_heatmap_with_the_tokens(browser, base_url, tmp_path):
     screenshot(browser, "attention", tmp_path)
 
 
+def test_attention_of_a_pair_as_lines_and_in_every_layer(browser, base_url, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    pair = "Bonn ."
+    open_view(browser, base_url, "attention")
+    Select(browser.find_element(By.ID, "attention-model")).select_by_value("ner")
+    type_into(browser, "attention-text", NER_TEXT)
+    type_into(browser, "attention-pair", pair)
+    Select(browser.find_element(By.ID, "attention-head")).select_by_value("1")
+    Select(browser.find_element(By.ID, "attention-show")).select_by_value("lines")
+    run_view(browser, "attention")
+    expected = api(base_url, "ner", "attention", {"text": NER_TEXT, "pair": pair, "layer": 2})
+    tokens, matrix = expected["tokens"], expected["attentions"][0][0]  # layer 2, head 1
+    assert tokens.count("[SEP]") == 2 and tokens[-3:] == ["bonn", ".", "[SEP]"]
+    assert texts(browser, "#attention-result svg text.query") == tokens
+    assert texts(browser, "#attention-result svg text.key") == tokens
+    segment_b = texts(browser, "#attention-result svg text.query.segment-b")
+    assert segment_b == tokens[-3:]
+    lines = browser.find_elements(By.CSS_SELECTOR, "#attention-result svg line")
+    assert len(lines) == len(tokens) ** 2
+    top = max(max(row) for row in matrix)
+    opacity = float(lines[1 * len(tokens) + 2].get_attribute("stroke-opacity"))
+    assert opacity == pytest.approx(matrix[1][2] / top, abs=1e-4)
+    browser.find_elements(By.CSS_SELECTOR, "#attention-result svg text.query")[1].click()
+    picked = browser.find_elements(By.CSS_SELECTOR, "#attention-result svg line.picked")
+    assert [line.get_attribute("data-query") for line in picked] == ["1"] * len(tokens)
+    assert all(line.is_displayed() for line in picked)
+    screenshot(browser, "attention-lines", tmp_path)
+
+    result = browser.find_element(By.ID, "attention-result")
+    before = result.get_attribute("data-done")
+    Select(browser.find_element(By.ID, "attention-layer")).select_by_value("all")  # fetches
+    WebDriverWait(browser, WAIT_SECONDS).until(
+        lambda _: result.get_attribute("data-done") != before
+    )
+    panels = browser.find_elements(By.CSS_SELECTOR, "#attention-result .layer-panel")
+    assert [panel.find_element(By.TAG_NAME, "h3").text for panel in panels] == [
+        "layer 1",
+        "layer 2",
+    ]
+    cells = browser.find_elements(By.CSS_SELECTOR, "#attention-result .layer-panel .cell")
+    assert len(cells) == 2 * len(tokens) ** 2
+    every = api(base_url, "ner", "attention", {"text": NER_TEXT, "pair": pair, "layer": None})
+    weight = every["attentions"][0][0][1][2]  # layer 1, head 1, query 1, key 2
+    title = cells[1 * len(tokens) + 2].get_attribute("title")
+    assert title == f"{tokens[1]} → {tokens[2]}: {weight:.3f}"
+    screenshot(browser, "attention-layers", tmp_path)
+    Select(browser.find_element(By.ID, "attention-show")).select_by_value("heatmap")
+    type_into(browser, "attention-pair", "")
+
+
 def test_embed_shows_the_similarity_of_the_sentences(browser, base_url, tmp_path):
     sentences = [REVIEW, "Screen cracked, fragile build.", "Fine value for money"]
     from selenium.webdriver.common.by import By

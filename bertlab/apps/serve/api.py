@@ -298,13 +298,16 @@ async def answer(name: str, body: AnswerRequest, service: Served) -> dict:
 
 @router.post("/api/models/{name}/attention", response_model=AttentionAnswer, responses=ERRORS)
 async def attention(name: str, body: AttentionRequest, service: Served) -> dict:
-    """One layer's (or every layer's) attention over the pieces of a text, every head."""
+    """One layer's (or every layer's) attention over the pieces of a text or a pair, every
+    head."""
     model = service.model(name, ATTENTION)
     service.check_texts([body.text], "text")
+    if body.pair is not None:
+        service.check_texts([body.pair], "pair")
     max_pieces = service.limits.max_attention_pieces
 
     def run_one(texts: list[str]) -> list[dict]:
-        return [inference.attention(model, texts[0], body.layer, max_pieces)]
+        return [inference.attention(model, texts[0], body.layer, max_pieces, body.pair)]
 
     # A key of its own: an attention request is never batched with another.
     (result,) = await service.run((name, ATTENTION, object()), run_one, [body.text])

@@ -169,29 +169,43 @@ def answer(model: ServedModel, inputs: Sequence[tuple[str, str]]) -> list[Record
     return records
 
 
-def attention(model: ServedModel, text: str, layer: int | None, max_pieces: int) -> Record:
-    """The pieces of `[CLS] text [SEP]` and the attention of one layer (1-based, negative from
-    the last) or of every layer (`layer` None), as nested lists (layers, N, L, L).
+def attention(
+    model: ServedModel, text: str, layer: int | None, max_pieces: int, pair: str | None = None
+) -> Record:
+    """The pieces of `[CLS] text [SEP]`, or of `[CLS] text [SEP] pair [SEP]`, each piece's
+    segment, and the attention of one layer (1-based, negative from the last) or of every
+    layer (`layer` None), as nested lists (layers, N, L, L), from `all_attention_maps`.
 
     Raises:
-        ValueError: a layer the model does not have, an empty text, or more than `max_pieces`
-            pieces.
+        ValueError: a layer the model does not have, an empty text or sentence B, a pair
+            longer than the model reads, or more than `max_pieces` pieces.
     """
     num_layers = model.encoder.config.num_hidden_layers
     if layer is not None and not (1 <= layer <= num_layers or -num_layers <= layer <= -1):
         raise ValueError(f"the model has layers 1..{num_layers}, not {layer}")
     num_pieces = len(model.tokenizer.tokenize(text)) + 2  # with [CLS] and [SEP]
+    if pair is not None:
+        num_pieces += len(model.tokenizer.tokenize(pair)) + 1  # and B's [SEP]
     if num_pieces > max_pieces:
+        what = "the text has" if pair is None else "the pair has"
         raise ValueError(
-            f"the text has {num_pieces} pieces with [CLS] and [SEP]; attention is shown for at "
+            f"{what} {num_pieces} pieces with [CLS] and [SEP]; attention is shown for at "
             f"most {max_pieces}"
         )
-    pieces, maps = all_attention_maps(model.encoder, model.tokenizer, text)  # (layers, N, L, L)
+    # (layers, N, L, L)
+    pieces, maps = all_attention_maps(model.encoder, model.tokenizer, text, pair)
+    limit = model.encoder.config.max_position_embeddings
+    segments = model.tokenizer(text, pair, max_length=limit)["token_type_ids"]  # as it encodes
     layers = list(range(1, num_layers + 1))
     if layer is not None:
         index = layer - 1 if layer > 0 else num_layers + layer
         layers, maps = [index + 1], maps[index : index + 1]
-    return {"tokens": pieces, "layers": layers, "attentions": maps.tolist()}
+    return {
+        "tokens": pieces,
+        "segments": list(segments),
+        "layers": layers,
+        "attentions": maps.tolist(),
+    }
 
 
 def embed(model: ServedModel, texts: Sequence[str], pooling: str | None) -> list[Record]:

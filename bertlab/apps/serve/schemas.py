@@ -78,6 +78,9 @@ class AnswerRequest(Request):
 
 class AttentionRequest(Request):
     text: NonEmpty
+    pair: NonEmpty | None = Field(
+        None, description="sentence B: the pair [CLS] text [SEP] pair [SEP], B in segment 1"
+    )
     layer: int | None = Field(
         None, description="1-based (negative counts from the last); null for every layer"
     )
@@ -247,6 +250,9 @@ class AnswerAnswer(BaseModel):
 class AttentionAnswer(BaseModel):
     model: str
     tokens: list[str]
+    segments: list[int] = Field(
+        description="each piece's segment: 0 for [CLS], the text and its [SEP], 1 for sentence B"
+    )
     layers: list[int] = Field(description="the 1-based layers, one per entry of attentions")
     attentions: list[list[list[list[float]]]] = Field(
         description="(layers, heads, L, L): row = the attending piece, column = the attended-to"

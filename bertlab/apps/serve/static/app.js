@@ -247,8 +247,11 @@ const views = {
   attention: {
     async run() {
       const text = document.getElementById("attention-text").value;
-      const layer = Number(document.getElementById("attention-layer").value);
-      const answer = await callApi(modelPath("attention", "attention"), { text, layer });
+      const pair = document.getElementById("attention-pair").value;
+      const chosen = document.getElementById("attention-layer").value;
+      const body = { text, layer: chosen === "all" ? null : Number(chosen) };
+      if (pair.trim()) body.pair = pair;
+      const answer = await callApi(modelPath("attention", "attention"), body);
       state.attention = answer;
       return drawAttention();
     },
@@ -260,6 +263,9 @@ const views = {
         option.value = layer;
         layers.appendChild(option);
       }
+      const every = element("option", "", "every layer");
+      every.value = "all";
+      layers.appendChild(every);
       layers.value = model.num_layers;
       const heads = document.getElementById("attention-head");
       heads.replaceChildren();
@@ -294,35 +300,129 @@ const views = {
   },
 };
 
+// One layer's (L, L) weights: one head's, or the mean of the heads.
+function headMatrix(heads, headChoice) {
+  if (headChoice !== "mean") return heads[Number(headChoice) - 1];
+  return heads[0].map((row, query) => row.map((_, key) =>
+    heads.reduce((sum, head) => sum + head[query][key], 0) / heads.length));
+}
+
 function drawAttention() {
   const answer = state.attention;
-  const tokens = answer.tokens;
   const headChoice = document.getElementById("attention-head").value;
   const heads = answer.attentions[0];
-  let matrix;
-  if (headChoice === "mean") {
-    matrix = tokens.map((_, row) => tokens.map((__, column) =>
-      heads.reduce((sum, head) => sum + head[row][column], 0) / heads.length));
-  } else {
-    matrix = heads[Number(headChoice) - 1];
-  }
-  const top = Math.max(...matrix.map((row) => Math.max(...row))) || 1;  // one scale: 0 .. top
-  const box = element("div");
   const which = headChoice === "mean" ? "the mean of " + heads.length + " heads" : "head " + headChoice;
-  box.appendChild(element("p", "note", "Layer " + answer.layers[0] + ", " + which +
-    ". Rows: the attending piece; columns: the piece attended to. Hover a cell for its weight."));
-  const grid = element("div", "heatmap attention-map");
-  grid.style.gridTemplateColumns = "max-content repeat(" + tokens.length + ", var(--cell))";
-  grid.style.setProperty("--longest", Math.max(...tokens.map((token) => token.length)));
-  grid.appendChild(element("div", "corner", ""));
-  for (const token of tokens) {
-    const label = element("div", "col-label");
-    label.title = token;
-    label.appendChild(element("span", "", token));
-    grid.appendChild(label);
+  const matrices = answer.attentions.map((layerHeads) => headMatrix(layerHeads, headChoice));
+  // one scale for everything shown: 0 .. the largest weight
+  const top = Math.max(...matrices.flat(2)) || 1;
+  const box = element("div");
+  const segmentNote = answer.segments.includes(1) ? " Sentence B's pieces are in color." : "";
+  if (matrices.length > 1) {
+    box.appendChild(element("p", "note", "Every layer, " + which + ", on one scale. Rows: the " +
+      "attending piece; columns: the piece attended to. Hover a cell for its pieces and weight."));
+    const layers = element("div", "layer-grid");
+    matrices.forEach((matrix, index) => {
+      const panel = element("div", "layer-panel");
+      panel.appendChild(element("h3", "", "layer " + answer.layers[index]));
+      panel.appendChild(heatmap(answer, matrix, top, false));
+      layers.appendChild(panel);
+    });
+    box.appendChild(layers);
+  } else if (document.getElementById("attention-show").value === "lines") {
+    box.appendChild(element("p", "note", "Layer " + answer.layers[0] + ", " + which + ". Each " +
+      "piece on the left attends to the pieces on the right; a line's opacity is its weight. " +
+      "Hover or click a piece to pick its lines." + segmentNote));
+    box.appendChild(attentionLines(answer, matrices[0], top));
+  } else {
+    box.appendChild(element("p", "note", "Layer " + answer.layers[0] + ", " + which +
+      ". Rows: the attending piece; columns: the piece attended to. Hover a cell for its weight." +
+      segmentNote));
+    const scroll = element("div", "heatmap-scroll");
+    scroll.appendChild(heatmap(answer, matrices[0], top, true));
+    box.appendChild(scroll);
+  }
+  const legend = element("div", "legend");
+  legend.append("0", element("span", "ramp"), top.toFixed(2) + " (attention weight)");
+  box.appendChild(legend);
+  return box;
+}
+
+// The lines of one layer: the pieces twice, a line from each attending piece (left) to each
+// piece it attends to (right), its opacity the weight over the largest; a piece hovered or
+// clicked on the left shows its own lines only (a click keeps them).
+function attentionLines(answer, matrix, top) {
+  const svgNamespace = "http://www.w3.org/2000/svg";
+  const svg = (tag, attributes) => {
+    const node = document.createElementNS(svgNamespace, tag);
+    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+    return node;
+  };
+  const tokens = answer.tokens;
+  const step = 20;
+  const labelWidth = 8 * Math.max(...tokens.map((token) => token.length)) + 12;
+  const left = labelWidth;
+  const right = labelWidth + 220;
+  const drawing = svg("svg", {
+    class: "attention-lines", width: right + labelWidth, height: step * tokens.length + 8,
+  });
+  const lines = svg("g", {});
+  drawing.appendChild(lines);
+  tokens.forEach((_, query) => {
+    matrix[query].forEach((value, key) => {
+      const line = svg("line", {
+        x1: left, y1: step * query + 14, x2: right, y2: step * key + 14,
+        "stroke-opacity": (value / top).toFixed(4), "data-query": query,
+      });
+      line.appendChild(svg("title", {})).textContent =
+        tokens[query] + " → " + tokens[key] + ": " + value.toFixed(3);
+      lines.appendChild(line);
+    });
+  });
+  let kept = null;
+  const pick = (query) => {
+    drawing.classList.toggle("picking", query !== null);
+    for (const line of lines.children) {
+      line.classList.toggle("picked", query !== null && Number(line.dataset.query) === query);
+    }
+  };
+  tokens.forEach((token, index) => {
+    const segment = answer.segments[index] === 1 ? " segment-b" : "";
+    const query = svg("text", {
+      x: left - 6, y: step * index + 18, "text-anchor": "end", class: "query" + segment,
+    });
+    query.textContent = token;
+    query.addEventListener("mouseenter", () => pick(index));
+    query.addEventListener("mouseleave", () => pick(kept));
+    query.addEventListener("click", () => { kept = kept === index ? null : index; pick(kept); });
+    const key = svg("text", { x: right + 6, y: step * index + 18, class: "key" + segment });
+    key.textContent = token;
+    drawing.append(query, key);
+  });
+  return drawing;
+}
+
+// A heatmap of one layer's weights, rows the attending piece; with its labels or without.
+function heatmap(answer, matrix, top, withLabels) {
+  const tokens = answer.tokens;
+  const grid = element("div", "heatmap attention-map" + (withLabels ? "" : " small"));
+  const segment = (index) => (answer.segments[index] === 1 ? " segment-b" : "");
+  if (withLabels) {
+    grid.style.gridTemplateColumns = "max-content repeat(" + tokens.length + ", var(--cell))";
+    grid.style.setProperty("--longest", Math.max(...tokens.map((token) => token.length)));
+    grid.appendChild(element("div", "corner", ""));
+    tokens.forEach((token, index) => {
+      const label = element("div", "col-label" + segment(index));
+      label.title = token;
+      label.appendChild(element("span", "", token));
+      grid.appendChild(label);
+    });
+  } else {
+    // about 200 pixels a map, 3 to 9 a cell, so that a long text's layers still fit a screen
+    grid.style.setProperty("--small-cell", Math.max(3, Math.min(9, Math.floor(200 / tokens.length))) + "px");
+    grid.style.gridTemplateColumns = "repeat(" + tokens.length + ", var(--small-cell))";
   }
   tokens.forEach((token, row) => {
-    grid.appendChild(element("div", "row-label", token));
+    if (withLabels) grid.appendChild(element("div", "row-label" + segment(row), token));
     matrix[row].forEach((value, column) => {
       const cell = element("div", "cell");
       cell.style.background = shade(value / top);
@@ -330,13 +430,7 @@ function drawAttention() {
       grid.appendChild(cell);
     });
   });
-  const scroll = element("div", "heatmap-scroll");
-  scroll.appendChild(grid);
-  box.appendChild(scroll);
-  const legend = element("div", "legend");
-  legend.append("0", element("span", "ramp"), top.toFixed(2) + " (attention weight)");
-  box.appendChild(legend);
-  return box;
+  return grid;
 }
 
 function similarityTable(texts, vectors) {
@@ -472,9 +566,11 @@ async function start() {
     model.capabilities.join(", "));
   document.getElementById("models-summary").textContent = "Models: " + names.join("; ");
   for (const name of Object.keys(views)) setUpView(name);
-  document.getElementById("attention-head").addEventListener("change", () => {
-    if (state.attention) document.getElementById("attention-result").replaceChildren(drawAttention());
-  });
+  for (const id of ["attention-head", "attention-show"]) {
+    document.getElementById(id).addEventListener("change", () => {
+      if (state.attention) document.getElementById("attention-result").replaceChildren(drawAttention());
+    });
+  }
   document.getElementById("attention-layer").addEventListener("change", () => {
     if (state.attention) document.getElementById("attention-form").requestSubmit();
   });
