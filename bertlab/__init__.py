@@ -26,12 +26,12 @@ _PUBLIC = {
     "PretrainRun": "bertlab.training.pretrain_run",
     "PretrainResult": "bertlab.training.loop",
     "run_pretraining": "bertlab.training.pretrain_run",
-    "load": "bertlab.applications",
-    "PretrainedBert": "bertlab.applications",
+    "load": "bertlab.pretrained",
+    "PretrainedBert": "bertlab.pretrained",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
-    from bertlab.applications import PretrainedBert, load
+    from bertlab.pretrained import PretrainedBert, load
     from bertlab.config import BertConfig
     from bertlab.heads import (
         BertForMultipleChoice,

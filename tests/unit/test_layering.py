@@ -27,7 +27,7 @@ LAYERS = (
     ("heads", "feature_heads", "electra"),
     ("task_families",),
     ("training",),
-    ("features", "inspection", "applications", "language_model", "neighbours"),
+    ("features", "inspection", "pretrained", "language_model", "neighbours"),
     ("apps",),  # the demo and the experiments: compositions of library calls
     ("__init__",),  # the package's public API
     ("cli", "__main__"),  # the only code that reads argv; may import lazily (fast --help)
