@@ -31,7 +31,6 @@ _PUBLIC = {
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
-    from bertlab.pretrained import PretrainedBert, load
     from bertlab.config import BertConfig
     from bertlab.heads import (
         BertForMultipleChoice,
@@ -40,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
         BertForTokenClassification,
     )
     from bertlab.modeling import BertForPreTraining, BertModel
+    from bertlab.pretrained import PretrainedBert, load
     from bertlab.tokenization import Tokenizer
     from bertlab.training.loop import PretrainResult
     from bertlab.training.pretrain_run import PretrainRun, run_pretraining
