@@ -30,7 +30,8 @@ from bertlab.config import BertConfig
 from bertlab.electra import GENERATOR_ARCHITECTURE
 from bertlab.model_card import card_setting
 from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.tokenization import MASK_TOKEN, Tokenizer
+from bertlab.tokenization import MASK_TOKEN, NUM_SPECIAL_TOKENS_PAIR, Tokenizer
+from bertlab.wording import quoted
 
 logger = logging.getLogger(__name__)
 
@@ -150,15 +151,8 @@ def next_sentence_probabilities(
     """
     if not seconds:
         raise ValueError("give at least one second sentence")
-    limit = model.config.max_position_embeddings
-    first_pieces = len(tokenizer.tokenize(first))
     for second in seconds:
-        length = first_pieces + len(tokenizer.tokenize(second)) + 3  # [CLS] A [SEP] B [SEP]
-        if length > limit:
-            raise ValueError(
-                f"the pair with {_quoted(second)} is {length} pieces, more than the model's "
-                f"{limit} positions"
-            )
+        check_pair_fits(tokenizer, first, second, model.config.max_position_embeddings)
     encoding = tokenizer([(first, second) for second in seconds], padding=True)
     logits = model(
         torch.tensor(encoding["input_ids"]),
@@ -169,8 +163,20 @@ def next_sentence_probabilities(
     return logits.float().softmax(dim=-1)[:, IS_NEXT].tolist()
 
 
-def _quoted(text: str, width: int = 40) -> str:
-    return repr(text if len(text) <= width else text[: width - 3] + "...")
+def check_pair_fits(tokenizer: Tokenizer, first: str, second: str, limit: int) -> None:
+    """Refuse a pair longer than the model's `limit` positions: cut, it would not be the pair
+    the caller gave.
+
+    Raises:
+        ValueError: [CLS] first [SEP] second [SEP] has more than `limit` pieces.
+    """
+    pieces = len(tokenizer.tokenize(first)) + len(tokenizer.tokenize(second))
+    length = pieces + NUM_SPECIAL_TOKENS_PAIR
+    if length > limit:
+        raise ValueError(
+            f"the pair with {quoted(second)} is {length} pieces, more than the model's {limit} "
+            "positions"
+        )
 
 
 def check_reads_both_sides(config: BertConfig, name: str | os.PathLike = "the model") -> None:
@@ -297,9 +303,7 @@ def all_attention_maps(
     if text_pair is not None:
         if not tokenizer.tokenize(text_pair):
             raise ValueError("sentence B has no tokens to show")
-        length = len(tokenizer.tokenize(text)) + len(tokenizer.tokenize(text_pair)) + 3
-        if length > limit:
-            raise ValueError(f"the pair is {length} pieces, more than the model's {limit}")
+        check_pair_fits(tokenizer, text, text_pair, limit)
     encoding = tokenizer(text, text_pair, max_length=limit)
     output = model(
         torch.tensor([encoding["input_ids"]]),

@@ -23,6 +23,7 @@ import torch
 from bertlab.features import pad_sequences
 from bertlab.modeling import BertForPreTraining
 from bertlab.tokenization import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
+from bertlab.wording import quoted
 
 LOG_PROBABILITY = "log-probability"  # a causal model's: a true log-probability
 PSEUDO_LOG_LIKELIHOOD = "pseudo-log-likelihood"  # a masked model's (Salazar et al. 2020)
@@ -85,7 +86,7 @@ def score_texts(
             raise ValueError(f"nothing to score in {text!r}")
         if len(ids) > limit:
             raise ValueError(
-                f"{_quoted(text)} has {len(ids) - NUM_SPECIAL_TOKENS_SINGLE:,} pieces, more than "
+                f"{quoted(text)} has {len(ids) - NUM_SPECIAL_TOKENS_SINGLE:,} pieces, more than "
                 f"the {limit - NUM_SPECIAL_TOKENS_SINGLE:,} that the model reads with [CLS] and "
                 "[SEP]: only a cut sentence could be scored, and its score is not comparable "
                 "with whole ones; split or shorten it"
@@ -102,11 +103,6 @@ def score_texts(
         SentenceScore(text, kind, tokenizer.convert_ids_to_tokens(ids), values)
         for text, ids, values in zip(texts, scored, log_probs, strict=True)
     ]
-
-
-def _quoted(text: str, width: int = 40) -> str:
-    """`text` quoted, its first `width` characters only."""
-    return repr(text if len(text) <= width else text[:width] + "…")
 
 
 @torch.no_grad()

@@ -50,3 +50,8 @@ class Worded(str):
     def worded(self, words: Mapping[str, str]) -> str:
         """The message with `words` for the settings (the API's for any `words` lacks)."""
         return self.template.format_map({**API_WORDS, **words, **self.values})
+
+
+def quoted(text: str, width: int = 40) -> str:
+    """`text` quoted, its first `width` characters only: a text named in a message."""
+    return repr(text if len(text) <= width else text[:width] + "…")
