@@ -1,15 +1,40 @@
 #!/usr/bin/env bash
-# The device check of the GPU recipe (docs/budget.md#on-a-gpu), in two steps:
+# The device check of the GPU recipe (docs/budget.md#on-a-gpu), in two steps, and a short demo:
 #   bash benchmarks/gpu_check.sh prepare   # here: copies <= 20 MB of reviews and SST-2 into .gpu_data/
-#   bash benchmarks/gpu_check.sh run       # on the GPU machine, from the repository root (about 7 min)
+#   bash benchmarks/gpu_check.sh run       # on the GPU machine, from the repository root (about 7 min,
+#                                          # then the demo below)
+#   bash benchmarks/gpu_check.sh demo      # the demo alone: needs neither prepare nor ../shared
 # `run` uses the machine's own torch and transformers (nothing is installed there) and runs
 # bertlab from the repository root; it writes its logs and gpu_check.json to $OUT (default
-# runs/gpu-check). Extra arguments go to benchmarks/gpu_check.py (e.g. --budget 20s for a smoke test).
+# runs/gpu-check). Extra arguments go to benchmarks/gpu_check.py (e.g. --budget 20s for a smoke test),
+# or with `demo` to `bertlab demo` (e.g. --minutes 0.05 --seeds 1).
+# The demo step is a short `bertlab demo` on its shipped data (bertlab/demo_data, bertlab/models)
+# into $OUT/demo, its output in $OUT/demo.log; it ends with the device that live pre-training used
+# and the report's table. The machine's image has no gensim: the demo then skips its word-vector
+# row and says so in one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=.gpu_data
 SHARED=${SHARED_DATA:-../shared/data}
 REVIEW_DOCUMENTS=36000  # the first 36,000 IMDB reviews: 18 MB gzipped, about 11M pieces
+DEMO_MINUTES=0.5  # of the demo's live pre-training (its default is 1)
+DEMO_SEEDS=1,2,3  # of the demo's fine-tuning (its default is 1-5)
+
+demo() {
+    python3 -m bertlab demo --minutes "$DEMO_MINUTES" --seeds "$DEMO_SEEDS" --no-progress \
+        --out "$OUT/demo" "$@" 2>&1 | tee "$OUT/demo.log"
+    python3 - "$OUT/demo/results.json" <<'PY'
+import json, sys
+from bertlab.apps.demo_report import results_table
+results = json.load(open(sys.argv[1], encoding="utf-8"))
+pretrain = results["pretrain"]
+print(f"\ndemo: live pre-training on the {pretrain['device']}: {pretrain['steps']} steps, "
+      f"{pretrain['tokens']:,} tokens in {pretrain['seconds']:.0f} s")
+if "skipped" in results["word_vectors"]:
+    print(f"demo: word vectors skipped: {results['word_vectors']['skipped']}")
+print("\n".join(results_table(results)))
+PY
+}
 
 case "${1:-}" in
 prepare)
@@ -30,18 +55,24 @@ print(f"{target}: {documents:,} reviews")
 PY
     du -sh "$DATA"
     ;;
-run)
+run | demo)
+    mode=$1
     shift
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
     OUT=${OUT:-runs/gpu-check}
     mkdir -p "$OUT"
     command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-    python3 -m bertlab --help > /dev/null && echo "bertlab --help: ok"
-    python3 benchmarks/gpu_check.py --data "$DATA" --out "$OUT" "$@"
+    if [ "$mode" = demo ]; then
+        demo "$@"
+    else
+        python3 -m bertlab --help > /dev/null && echo "bertlab --help: ok"
+        python3 benchmarks/gpu_check.py --data "$DATA" --out "$OUT" "$@"
+        demo
+    fi
     ;;
 *)
-    echo "usage: bash benchmarks/gpu_check.sh prepare|run [gpu_check.py arguments]" >&2
+    echo "usage: bash benchmarks/gpu_check.sh prepare|run [gpu_check.py arguments]|demo [bertlab demo arguments]" >&2
     exit 2
     ;;
 esac

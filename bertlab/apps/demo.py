@@ -10,7 +10,8 @@ sentences of a sentiment task, several seeds each: the pre-trained BERT, a rando
 embeddings start from the word vectors, and a random encoder from scratch, (6) fine-tunes the
 shipped model the same way, and a random twin of its own shape and vocabulary when that differs
 from the demo's, (7) draws one sentence's attention, and writes a report with the figures.
-`docs/demo.md` says what it measured.
+`docs/demo.md` says what it measured. Without gensim (an optional package, `bertlab.optional`)
+step 4 and its row in step 5 are skipped, in one line that says why; the rest runs as before.
 
 Everything the report says comes from OUT/results.json, which this run writes.
 """
@@ -38,6 +39,7 @@ from bertlab.apps.demo_config import (
     DEV_FRACTION,
     EVAL_EXAMPLES,
     NEIGHBOURS,
+    NUMBERS,
     PRETRAINED,
     RECIPES,
     SCRATCH,
@@ -69,6 +71,7 @@ from bertlab.inspection import (
     load_for_fill_mask,
     plot_attention,
 )
+from bertlab.optional import MissingPackageError
 from bertlab.task_families import Task, make_task
 from bertlab.tokenization import Tokenizer
 from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
@@ -94,7 +97,7 @@ class DemoResult:
     tokenization: list[str]
     pretrain: dict[str, Any]
     fill_mask: list[dict[str, Any]]
-    word_vectors: dict[str, Any]
+    word_vectors: dict[str, Any]  # {"skipped": why} when the step could not run
     shipped: dict[str, Any]  # the shipped model: `_describe_shipped`
     seeds: tuple[int, ...]
     # a row -> the test accuracy of each seed, for the first len(...) of `seeds`
@@ -109,6 +112,8 @@ class DemoResult:
         (`flows.sign_test`)."""
         found = []
         for name, baselines in BASELINES.items():
+            if name not in self.scores:  # a row that did not run (word vectors without gensim)
+                continue
             for baseline in (b for b in baselines if b in self.scores):
                 common = min(len(self.scores[name]), len(self.scores[baseline]))
                 scores, scratch = self.scores[name][:common], self.scores[baseline][:common]
@@ -223,14 +228,17 @@ def _demo(
     say("\n== 4. Word vectors (word2vec, skip-gram) of the same text")
     vectors, neighbours = _step_word_vectors(recipe, tokenizer, out, say)
     clock.lap("word vectors")
+    if vectors is None:  # skipped: no time of its own to report
+        del timings["word vectors"]
 
     task_data = _task_data(recipe)
     if (out / "finetune").exists():
         shutil.rmtree(out / "finetune")  # an earlier demo's runs, of an earlier model
-    say(f"\n== 5. Fine-tuning on {recipe.task}: three models of one shape, seeds {seeds}")
+    rows = _demo_rows(recipe, out, vectors, seeds)
+    count = NUMBERS[len(rows)]
+    say(f"\n== 5. Fine-tuning on {recipe.task}: {count} models of one shape, seeds {seeds}")
     train, dev, test = len(task_data[1].train), len(task_data[1].dev), len(task_data[2])
     say(f"  {train} training, {dev} dev (best epoch), {test} test")
-    rows = _demo_rows(recipe, out, vectors, seeds)
     rate = recipe.finetune_learning_rate
     scores = _finetune_rows(recipe, task_data, rows, rate, out, show_progress, say)
     clock.lap("fine-tuning")
@@ -389,14 +397,22 @@ def _step_fill_mask(
 
 def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say):
     """Skip-gram vectors of the pieces, on the documents pre-training trained on (not its
-    held-out ones), and the nearest pieces of a few words."""
+    held-out ones), and the nearest pieces of a few words.
+
+    Without gensim: no vectors (None) and {"skipped": why}, said in one line; the demo runs on
+    without the word-vector row.
+    """
     corpus = build_corpus(
         [DATA_DIR / recipe.corpus], tokenizer, out / "corpus", recipe.lang, False
     )  # built by pre-training: found in its cache
     num_train, _ = held_out_split(corpus.num_documents, EVAL_EXAMPLES)
     config = WordVectorConfig(vector_size=recipe.hidden_size)
     started = time.perf_counter()
-    vectors = train_word_vectors(corpus, config, (0, num_train))
+    try:
+        vectors = train_word_vectors(corpus, config, (0, num_train))
+    except MissingPackageError as error:  # gensim is optional (bertlab.optional)
+        say(f"  skipped, with the {WORD_VECTORS!r} row of step 5: {error}")
+        return None, {"skipped": str(error)}
     seconds = time.perf_counter() - started
     say(f"  {len(vectors):,} pieces x {config.vector_size} in {seconds:.0f} s")
     vocab = tokenizer.get_vocab()
@@ -448,7 +464,8 @@ class _Row:
 
 def _demo_rows(recipe: DemoRecipe, out: Path, vectors, seeds: tuple[int, ...]) -> list[_Row]:
     """The demo's model and its two random twins. The twins start where pre-training started:
-    the recipe's positions, BERT's dropout."""
+    the recipe's positions, BERT's dropout. Without `vectors` (step 4 skipped), no word-vector
+    twin."""
     pretrained = out / "pretrain" / "final"
     tokenizer = Tokenizer.from_pretrained(pretrained)
     config = model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob)
@@ -463,11 +480,12 @@ def _demo_rows(recipe: DemoRecipe, out: Path, vectors, seeds: tuple[int, ...]) -
             twin_vectors,
         )
 
-    return [
+    rows = [
         _Row(PRETRAINED, seeds, lambda seed: pretrained),
         _Row(WORD_VECTORS, seeds, twin(WORD_VECTORS, vectors)),
         _Row(SCRATCH, seeds, twin(SCRATCH, None)),
     ]
+    return [row for row in rows if row.name != WORD_VECTORS or vectors is not None]
 
 
 def _shipped_rows(

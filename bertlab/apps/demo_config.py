@@ -24,6 +24,7 @@ PRETRAINED, WORD_VECTORS, SCRATCH = "pre-trained", "word vectors", "from scratch
 SHIPPED, SHIPPED_SCRATCH = "shipped model", "its shape from scratch"
 MODELS = (PRETRAINED, WORD_VECTORS, SCRATCH)  # the demo's own shape
 SHIPPED_MODELS = (SHIPPED, SHIPPED_SCRATCH)  # the shipped model's shape
+NUMBERS = {1: "one", 2: "two", 3: "three"}  # how many of MODELS ran, in words
 # Each row and the scratch rows it is judged against (SHIPPED_SCRATCH when it was run).
 BASELINES = {
     PRETRAINED: (SCRATCH,),

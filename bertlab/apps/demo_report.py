@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.apps.demo_config import (
+    MODELS,
+    NUMBERS,
     PRETRAINED,
     SCRATCH,
     SHIPPED,
@@ -172,6 +174,13 @@ def _shared_answers(result: dict[str, Any], key: str) -> list[str]:
 
 def _word_vectors_section(result: dict[str, Any]) -> list[str]:
     vectors = result["word_vectors"]
+    if "skipped" in vectors:  # gensim was not installed: why, in one line
+        return [
+            "## 4. Word vectors of the same text",
+            "",
+            f"Skipped, with the **{WORD_VECTORS}** row of section 5, because {vectors['skipped']}",
+            "",
+        ]
     lines = [
         "## 4. Word vectors of the same text",
         "",
@@ -187,10 +196,11 @@ def _word_vectors_section(result: dict[str, Any]) -> list[str]:
 
 def _finetuning_section(result: dict[str, Any], out: Path) -> list[str]:
     recipe, shipped = result["recipe"], result["shipped"]
+    count = NUMBERS[sum(name in result["scores"] for name in MODELS)].capitalize()
     return [
         f"## 5. Fine-tuning on {recipe['task']}: does pre-training transfer?",
         "",
-        f"Three models of this demo's shape ({shipped['demo_shape']}) and the shipped model "
+        f"{count} models of this demo's shape ({shipped['demo_shape']}) and the shipped model "
         f"`{shipped['name']}` ({shipped['shape']}), each fine-tuned with the same budget "
         f"({recipe['finetune_epochs']} epochs, batch {recipe['finetune_batch_size']}) and the "
         f"same seeds, at learning rate {recipe['finetune_learning_rate']:g}"
@@ -229,7 +239,9 @@ def _rows_explained(result: dict[str, Any], out: Path) -> list[str]:
     explained = {
         PRETRAINED: f"this demo's own model, pre-trained for {result['minutes']:g} min on the "
         f"{pretrain['device']} ({pretrain['tokens']:,} tokens). {_plateau(last)}",
-        WORD_VECTORS: "the scratch encoder of each seed with its embedding matrix started from "
+        WORD_VECTORS: f"not run, because {vectors['skipped']} (section 4)."
+        if "skipped" in vectors
+        else "the scratch encoder of each seed with its embedding matrix started from "
         f"word2vec vectors of the same reviews, trained in {vectors['seconds']:.0f} s. What "
         "minutes of unlabeled text give reliably is word meanings (the neighbours above: words "
         "used alike lie close), not yet an encoder that reads sentences.",
@@ -255,7 +267,10 @@ def _rows_explained(result: dict[str, Any], out: Path) -> list[str]:
         explained[SHIPPED] += (
             " It has this demo's shape and vocabulary, so the scratch row is its random twin."
         )
-    lines = [f"- **{name}**: {explained[name]}" for name in result["scores"]]
+    names = list(result["scores"])
+    if "skipped" in vectors and PRETRAINED in names:  # said where the row would stand
+        names.insert(names.index(PRETRAINED) + 1, WORD_VECTORS)
+    lines = [f"- **{name}**: {explained[name]}" for name in names]
     if any(result.get(ONE_CLASS, {}).get(result["recipe"]["task"], {}).values()):
         lines.append(
             "- **one class**: a seed so marked predicted the same label for every dev "

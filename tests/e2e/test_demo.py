@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import importlib
 import json
 import shutil
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from bertlab import hub
+from bertlab import hub, optional
 from bertlab.apps.demo import DATA_DIR, RECIPES, run_demo
-from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH
+from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH, WORD_VECTORS
 from bertlab.apps.flows import compare, sign_test
 from bertlab.cli import main
 
@@ -169,3 +171,50 @@ def test_demo_command_rejects_bad_flags(capsys, tmp_path, shipped_models) -> Non
     assert "bertlab:mini-reviews-en" in errors[2]  # the models that do ship
     assert "no-such-folder" in errors[3]
     assert not out.exists()  # refused before anything ran
+
+
+def test_demo_without_gensim_skips_the_word_vectors_and_runs_the_rest(
+    tmp_path, monkeypatch, shipped_models
+) -> None:
+    """As on a machine without gensim (bertlab.optional): importing it fails as when it is not
+    installed, the word-vector step and its row are skipped in one line, the rest runs."""
+
+    def import_module(name: str, package: str | None = None):
+        if name.partition(".")[0] == "gensim":
+            raise ModuleNotFoundError(f"No module named {name!r}", name="gensim")
+        return importlib.import_module(name, package)
+
+    monkeypatch.setattr(optional, "importlib", SimpleNamespace(import_module=import_module))
+    lines: list[str] = []
+    recipe = _tiny_recipe("en", tmp_path)
+    out = tmp_path / "demo"
+    result = run_demo(out, 0.05, "en", SEEDS, False, lines.append, recipe)
+    text = "\n".join(lines).replace(str(tmp_path), "TMP")  # the test's name says gensim
+    said = [line for line in text.splitlines() if "gensim" in line]
+    reason = (
+        "training word vectors needs the package 'gensim', which is not installed: "
+        "pip install gensim"
+    )
+    assert said == [f"  skipped, with the 'word vectors' row of step 5: {reason}"]
+    assert "== 5. Fine-tuning on sst2: two models of one shape" in text
+    ran = tuple(name for name in MODELS if name != WORD_VECTORS)
+    assert tuple(result.scores) == ran
+    results = json.loads((out / "results.json").read_text())
+    assert results["word_vectors"] == {"skipped": reason}
+    assert "word vectors" not in results["timings"]
+    assert [(found["model"], found["baseline"]) for found in results["comparisons"]] == [
+        ("pre-trained", "from scratch"),
+        (SHIPPED, SHIPPED_SCRATCH),
+        (SHIPPED, "from scratch"),
+    ]
+    report = (out / "report.md").read_text()
+    assert f"Skipped, with the **word vectors** row of section 5, because {reason}" in report
+    assert f"- **word vectors**: not run, because {reason} (section 4)." in report
+    assert "| word vectors |" not in report and "- **word vectors** " not in report
+    assert "Two models of this demo's shape" in report
+    for name in ran:
+        assert f"| {name} |" in report and f"- **{name}**: " in report
+    for name, count in (("pre-trained", 1), (SHIPPED, 2)):
+        assert report.count(f"- **{name}** ") == count  # the verdicts
+    for figure in ("pretraining.png", "finetuning.png", "comparison.png", "attention.png"):
+        assert (out / figure).read_bytes()[:4] == b"\x89PNG"

@@ -16,7 +16,12 @@ from bertlab.apps.demo_config import (
     SHIPPED_SCRATCH,
     WORD_VECTORS,
 )
-from bertlab.apps.demo_report import _fill_mask_section, _finetuning_section, _rows_explained
+from bertlab.apps.demo_report import (
+    _fill_mask_section,
+    _finetuning_section,
+    _rows_explained,
+    _word_vectors_section,
+)
 
 RECIPE = RECIPES["en"]
 
@@ -125,3 +130,24 @@ def test_the_report_gives_each_rows_learning_rate(tmp_path: Path) -> None:
     text = "\n".join(_finetuning_section(result, tmp_path))
     assert "at learning rate 0.001 (the shipped model and its twin at 0.0003:" in text
     assert "predicts the commonest label for every sentence scores 51.2%" in text
+
+
+def test_a_skipped_word_vector_row_is_said_where_it_would_stand(tmp_path: Path) -> None:
+    """Without gensim the demo has no word-vector row: the report says why, not figures."""
+    reason = "training word vectors needs the package 'gensim', which is not installed"
+    result = _result()
+    result["word_vectors"] = {"skipped": reason}
+    del result["scores"][WORD_VECTORS]
+    lines = _rows_explained(result, tmp_path)
+    assert [line.split("**")[1] for line in lines] == [
+        PRETRAINED,
+        WORD_VECTORS,
+        SCRATCH,
+        SHIPPED,
+        SHIPPED_SCRATCH,
+    ]
+    assert lines[1] == f"- **{WORD_VECTORS}**: not run, because {reason} (section 4)."
+    section = _word_vectors_section(result)
+    assert section[2] == f"Skipped, with the **{WORD_VECTORS}** row of section 5, because {reason}"
+    text = "\n".join(_finetuning_section(result | {"comparisons": []}, tmp_path))
+    assert "Two models of this demo's shape" in text and f"| {WORD_VECTORS} |" not in text
