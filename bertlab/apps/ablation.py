@@ -62,7 +62,6 @@ from bertlab.apps.ablation_config import (
     WORD_VECTORS,
     WORD_VECTORS_DIR,
     AblationConfig,
-    AblationTask,
 )
 from bertlab.apps.ablation_report import PLOT_FILE, TABLE_FILE, results_tables, write_results
 from bertlab.apps.flows import (
@@ -78,12 +77,11 @@ from bertlab.apps.flows import (
     summary,
     word_vector_model,
 )
-from bertlab.apps.grid import Cell, Column, Scores, run_grid
-from bertlab.apps.transfer_data import TransferTask, task_splits
+from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
+from bertlab.apps.transfer_data import task_splits
 from bertlab.atomic import atomic_directory
 from bertlab.config import BertConfig, FinetuneConfig, TaskDataConfig
 from bertlab.data.corpus import build_corpus
-from bertlab.data.tasks.splits import subsample
 from bertlab.feature_heads import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenization import Tokenizer
@@ -183,7 +181,7 @@ def _fine_tune(
         finetune_config = FinetuneConfig(
             learning_rate=column.learning_rate,
             batch_size=FINETUNE_BATCH_SIZE,
-            num_train_epochs=spec.epochs,
+            num_train_epochs=spec.num_epochs,
             seed=cell.seed,
         )
         return finetune_and_test(
@@ -208,43 +206,21 @@ def _fine_tune(
     )
 
 
-def ablation_splits(data_dir: Path, column: AblationTask) -> tuple[Task, TaskData, list]:
-    """(task, train and dev, test) carved from the task's training file as `experiment
-    transfer` carves them (`transfer_data.task_splits`), then subsampled to the column's sizes."""
-    row = TransferTask(
-        column.name,
-        column.task,
-        epochs=column.epochs,
-        max_seq_length=column.max_seq_length,
-        max_train_examples=column.max_train_examples,
-    )
-    task, data, test = task_splits(data_dir, row)
-    length = column.max_seq_length
+def ablation_splits(data_dir: Path, column: GridTask) -> tuple[Task, TaskData, list]:
+    """(task, train and dev, test) carved from the task's training file and subsampled to the
+    column's sizes as `experiment transfer` carves them (`transfer_data.task_splits`); SQuAD's
+    windows (`squad_max_seq_length`) take the column's length too, which transfer's rows (no
+    SQuAD among them) leave at run_squad.py's."""
+    task, data, test = task_splits(data_dir, column)
+    length = column.input_length
     inputs = TaskDataConfig(max_seq_length=length, squad_max_seq_length=length)
-    task = dataclasses.replace(task, data=inputs)
-    dev = subsample_list(data.dev, column.max_dev_examples)
-    test = subsample_list(test, column.max_test_examples)
-    return task, TaskData(data.train, dev, data.label_names), test
-
-
-def subsample_list(examples: list, size: int | None) -> list:
-    """The first `size` of a fixed shuffle (`splits.subsample`), kept in file order."""
-    if size is None or size >= len(examples):
-        return examples
-    kept = {id(example) for example in subsample(examples, size)}
-    return [example for example in examples if id(example) in kept]
+    return dataclasses.replace(task, data=inputs), data, test
 
 
 def _check_inputs(config: AblationConfig) -> None:
-    missing = [str(path) for path in config.corpus_files() if not path.is_file()]
-    for column in config.selected_tasks():
-        row = TransferTask(column.name, column.task)
-        if not (config.data_dir / row.path).is_file():
-            missing.append(str(config.data_dir / row.path))
-    if config.tokenizer is not None and not config.tokenizer.exists():
-        missing.append(str(config.tokenizer))
-    if missing:
-        raise FileNotFoundError(f"missing input file(s): {', '.join(missing)}")
+    files = config.corpus_files()  # no task text: the corpus is the user's or the shared one
+    tokenizer = [] if config.tokenizer is None else [config.tokenizer]
+    check_inputs(config.data_dir, config.selected_tasks(), files, tokenizer)
 
 
 # --- pre-training ---------------------------------------------------------------------------------
@@ -438,7 +414,7 @@ def _results(
             "max_examples": config.max_examples,
             "recipe": recipe.to_json(),
         },
-        "tasks": {task.name: task.to_json() for task in config.selected_tasks()},
+        "tasks": {task.name: dataclasses.asdict(task) for task in config.selected_tasks()},
         "pretraining": pretraining,
         "shapes": shapes,
         "scores": scores,

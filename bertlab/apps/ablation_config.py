@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.apps.flows import config_settings
+from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import CORPORA
 from bertlab.config import PRESETS
 from bertlab.feature_heads import FeatureHeadConfig
@@ -73,36 +74,16 @@ FEATURE_TASK = "conll2003"  # Table 7's task
 FEATURE_ROW_PREFIX = "features-"  # run folders of the feature-based block: features-last, ...
 
 
-@dataclass(frozen=True)
-class AblationTask:
-    """A column: a registered task, the metric the paper reports for it and the fine-tuning
-    budget. `max_*_examples` subsample the carved splits (SQuAD's are large)."""
-
-    name: str
-    task: str  # a name in the task registry
-    metric: str  # a key of the task's metrics, as BERT reports it
-    epochs: int
-    max_seq_length: int
-    max_train_examples: int | None = None
-    max_dev_examples: int | None = None
-    max_test_examples: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
 # The columns: Table 5's SST-2, MRPC and SQuAD and Table 7's CoNLL-2003 (MNLI and QNLI are not in
 # the shared data). MRPC is reported as accuracy, as in Table 5. The training parts are capped so
 # that the whole command with 3 seeds runs in under 2 hours on 2 CPU cores: SST-2 at 8,000 of its
 # 48,511 carved sentences, CoNLL-2003 at 5,000 of 10,110 (Table 7's six BiLSTM rows train on it
 # too), SQuAD at 2,000 questions; dev and test parts are whole but SQuAD's.
 TASKS = (
-    AblationTask("sst2", "sst2", "accuracy", epochs=1, max_seq_length=64, max_train_examples=8000),
-    AblationTask("mrpc", "mrpc", "accuracy", epochs=3, max_seq_length=128),
-    AblationTask(
-        "conll2003", "conll2003", "f1", epochs=3, max_seq_length=128, max_train_examples=5000
-    ),
-    AblationTask(
+    GridTask("sst2", "sst2", "accuracy", epochs=1, max_seq_length=64, max_train_examples=8000),
+    GridTask("mrpc", "mrpc", "accuracy", epochs=3, max_seq_length=128),
+    GridTask("conll2003", "conll2003", "f1", epochs=3, max_seq_length=128, max_train_examples=5000),
+    GridTask(
         "squad",
         "squad",
         "f1",
@@ -116,6 +97,23 @@ TASKS = (
 # `uncapped`: the training parts of the notebook's first round (about 2 h 35 min on 2 cores),
 # where the BiLSTM rows had the data to learn from; SQuAD stays a sample of its 87,599 questions.
 UNCAPPED_TRAIN_EXAMPLES = {"sst2": None, "mrpc": None, "conll2003": None, "squad": 3000}
+
+
+# AblationConfig fields that are no settings: where the inputs and OUT are (the task data is
+# checked per task, `flows.check_split`), what a later run may add to (seeds, the tasks chosen,
+# rows, the feature-based block, Table 6's sizes), and fields recorded under other names:
+# `learning_rate` as `finetune_learning_rate`, `uncapped` as the sizes in `tasks`.
+NOT_SETTINGS = (
+    "data_dir",
+    "out",
+    "seeds",
+    "tasks",
+    "rows",
+    "feature_based",
+    "model_sizes",
+    "learning_rate",
+    "uncapped",
+)
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,7 @@ class AblationConfig:
         if self.max_examples is not None and self.max_examples < 2:
             raise ValueError(f"max_examples must be at least 2, got {self.max_examples}")
 
-    def selected_tasks(self) -> tuple[AblationTask, ...]:
+    def selected_tasks(self) -> tuple[GridTask, ...]:
         """The columns, with their sizes capped by `max_examples`."""
         chosen = [task for task in self.columns() if self.tasks is None or task.name in self.tasks]
         if self.max_examples is None:
@@ -198,7 +196,7 @@ class AblationConfig:
             for task in chosen
         )
 
-    def columns(self) -> tuple[AblationTask, ...]:
+    def columns(self) -> tuple[GridTask, ...]:
         """Every column at this experiment's training sizes: TASKS, or uncapped."""
         if not self.uncapped:
             return TASKS
@@ -248,19 +246,17 @@ class AblationConfig:
         )
 
     def settings(self) -> dict[str, Any]:
-        """What every finished step depends on (tasks, rows, seeds and sizes may be added)."""
+        """What every finished step depends on, as JSON values: the fields (`flows.
+        config_settings`), but NOT_SETTINGS, as they resolve, with the budget recipe's."""
         recipe = budget_recipe(self.budget_minutes * 60)
-        settings = {
-            "budget_minutes": self.budget_minutes,
-            "corpus": [str(path.resolve()) for path in self.corpus_files()],
+        resolved = {
+            "corpus": self.corpus_files(),
             "model_size": self.shape(),
-            "tokenizer": str(self.tokenizer.resolve()) if self.tokenizer else None,
             **{f"recipe.{name}": value for name, value in recipe.to_json().items()},
             "finetune_learning_rate": self.learning_rate,
-            "feature_learning_rate": self.feature_learning_rate,
             "finetune_batch_size": FINETUNE_BATCH_SIZE,
             "word_vector_tokens": WORD_VECTOR_TOKENS,
-            "tasks": {task.name: task.to_json() for task in self.columns()},
-            "max_examples": self.max_examples,
+            # Every column as this run's sizes have it (`uncapped`), chosen or not.
+            "tasks": {task.name: dataclasses.asdict(task) for task in self.columns()},
         }
-        return json.loads(json.dumps(settings))
+        return config_settings(self, NOT_SETTINGS, resolved)

@@ -23,9 +23,9 @@ import math
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -327,6 +327,45 @@ def holding(out: Path) -> Iterator[Path]:
         yield out
 
 
+def config_settings(
+    config: Any,
+    not_settings: Collection[str],
+    resolved: Mapping[str, Any],
+    recorded_when_set: Collection[str] = (),
+) -> dict[str, Any]:
+    """An app's settings (`check_settings`), from its config dataclass, as JSON values.
+
+    Every field is a setting under its own name, but those in `not_settings` (where the inputs and
+    OUT are, what a later run may add to); so a new field is a setting without more code.
+
+    Args:
+        config: the app's config dataclass.
+        not_settings: fields that are no settings, or are recorded under another name in
+            `resolved`.
+        resolved: what a setting is recorded as, over its field's own value (a path made
+            absolute, None made the recipe's), and the settings that are no field (constants).
+        recorded_when_set: settings added after the app's first runs, left out while None as
+            those runs left them out (`check_settings` reads an absent setting as None).
+
+    A path anywhere in the values is recorded absolute.
+    """
+    settings = {f.name: getattr(config, f.name) for f in fields(config)}
+    settings = {name: value for name, value in settings.items() if name not in not_settings}
+    settings |= resolved
+    settings = {
+        name: value
+        for name, value in settings.items()
+        if not (name in recorded_when_set and value is None)
+    }
+    return json.loads(json.dumps(settings, default=_json_path))
+
+
+def _json_path(value: Any) -> str:
+    if isinstance(value, Path):
+        return str(value.resolve())
+    raise TypeError(f"a setting must be a JSON value or a path, got {value!r}")
+
+
 def check_settings(out: Path, settings: dict[str, Any]) -> None:
     """Record `settings` in OUT; refuse to continue an app's run made with other ones.
 
@@ -344,9 +383,9 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
         return
     recorded = json.loads(path.read_text(encoding="utf-8"))
     changed = [
-        f"{key} {recorded.get(key)!r} there, {settings.get(key)!r} now"
+        f"{key} {_shown(recorded, key)} there, {_shown(settings, key)} now"
         for key in sorted(set(recorded) | set(settings))
-        if recorded.get(key) != settings.get(key)
+        if recorded.get(key) != settings.get(key)  # an absent setting is None
     ]
     if changed:
         raise ValueError(
@@ -357,6 +396,11 @@ def check_settings(out: Path, settings: dict[str, Any]) -> None:
                 changed="; ".join(changed),
             )
         )
+
+
+def _shown(settings: dict[str, Any], key: str) -> str:
+    """A setting's value in a message; `absent` where an older or newer app did not record it."""
+    return repr(settings[key]) if key in settings else "absent"
 
 
 def check_split(task_dir: Path, train: Sequence, dev: Sequence, test: Sequence) -> None:

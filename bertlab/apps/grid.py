@@ -3,8 +3,9 @@ every task it runs on, with every seed; results written after each cell, so that
 experiment resumes where it stopped.
 
 An experiment declares its columns (`Column`, or a subclass holding what its cells need), its
-tasks and seeds, and one function that runs a cell and returns its value (a score, or a dict of
-metrics). `run_grid` does the rest:
+tasks (`GridTask`: a registered task with the experiment's fine-tuning budget for it) and seeds,
+and one function that runs a cell and returns its value (a score, or a dict of metrics).
+`check_inputs` refuses to start it with an input missing; `run_grid` does the rest:
 
     results.json  {"config": {"seeds": [1, 2, ...], ...},
                    "scores": {<task>: {<column>: [<value of seed 1>, <value of seed 2>, ...]}},
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bertlab.atomic import write_json
+from bertlab.data.tasks.registry import TaskSpec, get_task
 
 Scores = dict[str, dict[str, list[Any]]]  # task -> column -> one value per seed, in seed order
 
@@ -33,6 +35,83 @@ Scores = dict[str, dict[str, list[Any]]]  # task -> column -> one value per seed
 COLUMN_TASK_SEED = ("column", "task", "seed")
 TASK_SEED_COLUMN = ("task", "seed", "column")
 AXES = frozenset(COLUMN_TASK_SEED)
+
+
+@dataclass(frozen=True)
+class GridTask:
+    """A task of the grid: a registered task and the experiment's fine-tuning budget for it (a
+    row of the transfer and strategies tables, a column of the ablation's).
+
+    `epochs` and `max_seq_length` default to the task's own; `max_train_examples` fine-tunes on
+    a subsample of the training part (few labels), `max_dev_examples` and `max_test_examples`
+    subsample the dev and test parts (SQuAD's are large); `metric` is the key of the task's
+    metrics the experiment reports (None: the task family's primary metric).
+    """
+
+    name: str
+    task: str  # a name in the task registry
+    metric: str | None = None
+    epochs: int | None = None
+    max_seq_length: int | None = None
+    max_train_examples: int | None = None
+    max_dev_examples: int | None = None
+    max_test_examples: int | None = None
+
+    @property
+    def spec(self) -> TaskSpec:
+        return get_task(self.task)
+
+    @property
+    def path(self) -> str:
+        """The training file, relative to the data directory."""
+        if self.spec.train_file is None:
+            raise ValueError(f"task {self.task} declares no training file")
+        return self.spec.train_file
+
+    @property
+    def num_epochs(self) -> int:
+        return self.epochs or self.spec.epochs
+
+    @property
+    def input_length(self) -> int:
+        return self.max_seq_length or self.spec.max_seq_length
+
+    def to_json(self) -> dict[str, Any]:
+        """The task as the transfer and strategies results.json describe it: the budget resolved,
+        the file it reads (the ablation's record every field, `dataclasses.asdict`)."""
+        return {
+            "task": self.task,
+            "path": self.path,
+            "epochs": self.num_epochs,
+            "max_seq_length": self.input_length,
+            "max_train_examples": self.max_train_examples,
+            "split_by_sentence": self.spec.split_by_sentence,
+        }
+
+
+def check_inputs(
+    data_dir: Path,
+    tasks: Iterable[GridTask],
+    files: Iterable[Path] = (),
+    paths: Iterable[Path] = (),
+) -> None:
+    """Refuse to start a grid with an input missing, before any minute is spent on it.
+
+    Args:
+        data_dir: where each task's training file (`GridTask.path`) lies.
+        tasks: the tasks the grid runs.
+        files: the experiment's other input files (corpora; a model folder's config.json).
+        paths: inputs that may be a file or a folder (a vocab.txt or a tokenizer folder).
+
+    Raises:
+        FileNotFoundError: naming every missing input once: `files`, the tasks' files, `paths`.
+    """
+    task_files = [data_dir / task.path for task in tasks]
+    missing = [path for path in (*files, *task_files) if not path.is_file()]
+    missing += [path for path in paths if not path.exists()]
+    if missing:
+        names = dict.fromkeys(str(path) for path in missing)
+        raise FileNotFoundError(f"missing input file(s): {', '.join(names)}")
 
 
 @dataclass(frozen=True)

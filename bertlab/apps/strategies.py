@@ -31,16 +31,25 @@ from bertlab.apps.flows import (
     RESULTS_FILE,
     check_settings,
     check_split,
+    config_settings,
     finetune_and_test,
     holding,
     one_class_runs,
     seed_dir,
     summary,
 )
-from bertlab.apps.grid import TASK_SEED_COLUMN, Cell, Column, Scores, run_grid
+from bertlab.apps.grid import (
+    TASK_SEED_COLUMN,
+    Cell,
+    Column,
+    GridTask,
+    Scores,
+    check_inputs,
+    run_grid,
+)
 from bertlab.apps.strategies_report import TABLE_FILE, results_table, write_results
 from bertlab.apps.transfer_config import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE
-from bertlab.apps.transfer_data import DEV_FRACTION, ROWS, TEST_FRACTION, TransferTask, task_splits
+from bertlab.apps.transfer_data import DEV_FRACTION, ROWS, TEST_FRACTION, task_splits
 from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 from bertlab.task_families import Task
 from bertlab.training.finetune import TaskData
@@ -105,7 +114,7 @@ LOW_LABEL_EPOCHS = 10
 _TRANSFER_ROWS = {row.name: row for row in ROWS["en"]}
 
 
-def _low_label(name: str, transfer_row: str, examples: int = LOW_LABEL_EXAMPLES) -> TransferTask:
+def _low_label(name: str, transfer_row: str, examples: int = LOW_LABEL_EXAMPLES) -> GridTask:
     return replace(
         _TRANSFER_ROWS[transfer_row],
         name=name,
@@ -120,6 +129,22 @@ STRATEGY_ROWS = (
     _low_label("mrpc-1k", "mrpc"),
     _low_label("rte-1k", "rte"),
     _low_label("conll2003-1k", "conll2003"),
+)
+
+
+# StrategiesConfig fields that are no settings: where the inputs and OUT are (the rows' data is
+# checked per row, `flows.check_split`), what a later run may add to (seeds, the rows and
+# strategies chosen), and fields recorded under other names: `learning_rate` as
+# `finetune_learning_rate`, `model` and `row_models` as each row's model in `models`.
+NOT_SETTINGS = (
+    "data_dir",
+    "out",
+    "seeds",
+    "tasks",
+    "strategies",
+    "learning_rate",
+    "model",
+    "row_models",
 )
 
 
@@ -167,13 +192,13 @@ class StrategiesConfig:
         if not self.learning_rate > 0:
             raise ValueError(f"the learning rate must be positive, got {self.learning_rate}")
 
-    def selected_rows(self) -> tuple[TransferTask, ...]:
+    def selected_rows(self) -> tuple[GridTask, ...]:
         return tuple(row for row in STRATEGY_ROWS if self.tasks is None or row.name in self.tasks)
 
-    def model_for(self, row: TransferTask) -> Path:
+    def model_for(self, row: GridTask) -> Path:
         return Path(self.row_models.get(row.name, self.model))
 
-    def finetune_config(self, strategy: str, row: TransferTask, seed: int) -> FinetuneConfig:
+    def finetune_config(self, strategy: str, row: GridTask, seed: int) -> FinetuneConfig:
         """The run's settings: the strategy's fields over the shared budget."""
         return FinetuneConfig(
             learning_rate=self.learning_rate,
@@ -184,13 +209,16 @@ class StrategiesConfig:
         )
 
     def settings(self) -> dict[str, Any]:
-        """What every finished run depends on (the rows' data: `flows.check_split`, per row)."""
-        return {
+        """What every finished run depends on, as JSON values: the fields (`flows.
+        config_settings`), but NOT_SETTINGS, as they resolve."""
+        resolved = {
             "finetune_learning_rate": self.learning_rate,
             "finetune_batch_size": FINETUNE_BATCH_SIZE,
+            # Every strategy and every row's model, chosen or not.
             "strategies": {name: dict(STRATEGIES[name].fields) for name in STRATEGIES},
-            "models": {row.name: str(self.model_for(row).resolve()) for row in STRATEGY_ROWS},
+            "models": {row.name: self.model_for(row) for row in STRATEGY_ROWS},
         }
+        return config_settings(self, NOT_SETTINGS, resolved)
 
 
 def run_strategies(
@@ -241,7 +269,7 @@ def _strategies(
 
 def _fine_tune(
     config: StrategiesConfig,
-    rows: tuple[TransferTask, ...],
+    rows: tuple[GridTask, ...],
     splits: dict[str, tuple[Task, TaskData, list]],
     results: Callable[[Scores], dict[str, Any]],
     show_progress: bool,
@@ -285,25 +313,14 @@ def _fine_tune(
     )
 
 
-def _check_inputs(config: StrategiesConfig, rows: tuple[TransferTask, ...]) -> None:
-    missing = [
-        str(config.data_dir / row.path)
-        for row in rows
-        if not (config.data_dir / row.path).is_file()
-    ]
-    missing += sorted(
-        {
-            str(config.model_for(row))
-            for row in rows
-            if not (config.model_for(row) / "config.json").is_file()
-        }
-    )
-    if missing:
-        raise FileNotFoundError(f"missing input(s): {', '.join(missing)}")
+def _check_inputs(config: StrategiesConfig, rows: tuple[GridTask, ...]) -> None:
+    # Each row's model is a folder: its config.json must be there (the weights, by its name).
+    models = sorted({config.model_for(row) / "config.json" for row in rows})
+    check_inputs(config.data_dir, rows, models)
 
 
 def _results_base(
-    config: StrategiesConfig, rows: tuple[TransferTask, ...], metric_names: dict[str, str]
+    config: StrategiesConfig, rows: tuple[GridTask, ...], metric_names: dict[str, str]
 ) -> dict[str, Any]:
     """What results.json says besides the scores: the settings, the rows and their models."""
     return {

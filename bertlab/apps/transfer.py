@@ -44,7 +44,7 @@ from bertlab.apps.flows import (
     summary,
     word_vector_model,
 )
-from bertlab.apps.grid import Cell, Column, Scores, run_grid
+from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
 from bertlab.apps.transfer_config import (
     CONTINUED,
     FINETUNE_BATCH_SIZE,
@@ -63,7 +63,6 @@ from bertlab.apps.transfer_data import (
     DEV_FRACTION,
     TASK_TEXT_GROUP,
     TEST_FRACTION,
-    TransferTask,
     task_splits,
     task_text,
     write_task_text,
@@ -157,7 +156,7 @@ def _transfer(
 
 def _fine_tune(
     config: TransferConfig,
-    rows: Sequence[TransferTask],
+    rows: Sequence[GridTask],
     splits: dict[str, tuple[Task, TaskData, list]],
     columns: list[_ModelColumn],
     results: Callable[[Scores], dict[str, Any]],
@@ -208,19 +207,12 @@ def _pretrained_arms(config: TransferConfig) -> list[str]:
     return [arm for arm in PRETRAINED_ARMS if arm in config.arms]
 
 
-def _check_inputs(config: TransferConfig, rows: Sequence[TransferTask]) -> None:
-    missing = [str(p) for p in config.user_corpus_files() if not p.is_file()]
+def _check_inputs(config: TransferConfig, rows: Sequence[GridTask]) -> None:
+    files = config.user_corpus_files()  # OUT/task_text.txt is made from the rows' files
     if config.needs_in_domain():
-        missing += [str(p) for p in config.in_domain_files() if not p.is_file()]
-    missing += [
-        str(config.data_dir / row.path)
-        for row in rows
-        if not (config.data_dir / row.path).is_file()
-    ]
-    if config.tokenizer is not None and not config.tokenizer.exists():
-        missing.append(str(config.tokenizer))
-    if missing:
-        raise FileNotFoundError(f"missing input file(s): {', '.join(missing)}")
+        files += config.in_domain_files()
+    tokenizer = [] if config.tokenizer is None else [config.tokenizer]
+    check_inputs(config.data_dir, rows, files, tokenizer)
 
 
 # --- pre-training and its points ------------------------------------------------------------------
@@ -425,7 +417,7 @@ def _twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
 
 def _finetune_and_test(
     config: TransferConfig,
-    row: TransferTask,
+    row: GridTask,
     task: Task,
     data: TaskData,
     test: list,

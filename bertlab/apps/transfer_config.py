@@ -7,12 +7,13 @@ from here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.transfer_data import CORPORA, IN_DOMAIN_CORPORA, ROWS, TransferTask
+from bertlab.apps.flows import config_settings
+from bertlab.apps.grid import GridTask
+from bertlab.apps.transfer_data import CORPORA, IN_DOMAIN_CORPORA, ROWS
 from bertlab.config import PRESETS
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe
 from bertlab.training.loop import FINAL_DIR
@@ -110,7 +111,7 @@ class TransferConfig:
         if unknown:
             raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(known)}")
 
-    def selected_tasks(self) -> tuple[TransferTask, ...]:
+    def selected_tasks(self) -> tuple[GridTask, ...]:
         return tuple(t for t in ROWS[self.lang] if self.tasks is None or t.name in self.tasks)
 
     def user_corpus_files(self) -> list[Path]:
@@ -222,38 +223,43 @@ class TransferConfig:
         return self.pretrain_run().shape()
 
 
-def experiment_settings(config: TransferConfig) -> dict[str, Any]:
-    """What every finished step of an experiment depends on, as JSON values.
+# TransferConfig fields that are no settings: where the inputs and OUT are (the task data is
+# checked per task, `flows.check_split`), what a later run may add to (tasks, points, seeds, arms),
+# and `learning_rate`, recorded as `finetune_learning_rate`.
+NOT_SETTINGS = ("data_dir", "out", "tasks", "points", "seeds", "arms", "learning_rate")
+# Settings that came after the first experiments: left out while they take no effect (None), as
+# those experiments recorded them.
+RECORDED_WHEN_SET = (
+    "task_text_repeats",
+    "task_text_tasks",
+    "pretrain_objective",
+    "pretrain_mlm_probability",
+    "in_domain_corpus",
+    "continue_minutes",
+)
 
-    Left out: the tasks, points and seeds, which a later run may add to, and the task data, which
-    `flows.check_split` checks per task.
-    """
+
+def experiment_settings(config: TransferConfig) -> dict[str, Any]:
+    """What every finished step of an experiment depends on, as JSON values: the config's fields
+    (`flows.config_settings`), but NOT_SETTINGS, as they resolve, with the budget recipe's."""
     recipe = budget_recipe(config.budget_minutes * 60)
-    settings = {
-        "lang": config.lang,
-        "budget_minutes": config.budget_minutes,
-        "corpus": [str(path.resolve()) for path in config.corpus_files()],
+    task_text = config.task_text_repeats > 0
+    resolved = {
+        "corpus": config.corpus_files(),
         "model_size": config.shape(),
         "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
-        "tokenizer": str(config.tokenizer.resolve()) if config.tokenizer else None,
         **{f"recipe.{name}": value for name, value in recipe.to_json().items()},
         "finetune_learning_rate": config.learning_rate,
         "finetune_batch_size": FINETUNE_BATCH_SIZE,
-        "finetune_dropout": config.finetune_dropout,
-    }
-    if config.task_text_repeats:  # absent otherwise, so that earlier experiments still continue
-        settings["task_text_repeats"] = config.task_text_repeats
+        "task_text_repeats": config.task_text_repeats if task_text else None,
         # The corpus holds these tasks' text: adding a task later would change it.
-        settings["task_text_tasks"] = [row.name for row in config.selected_tasks()]
-    if config.pretrain_objective:  # likewise
-        settings["pretrain_objective"] = config.pretrain_objective
-    if config.pretrain_mlm_probability:  # likewise
-        settings["pretrain_mlm_probability"] = config.pretrain_mlm_probability
-    if config.needs_in_domain():  # likewise
-        settings["in_domain_corpus"] = [str(path.resolve()) for path in config.in_domain_files()]
-    if CONTINUED in config.arms:
-        settings["continue_minutes"] = config.continue_minutes or config.budget_minutes
-    return json.loads(json.dumps(settings))  # tuples as lists, as read back from the file
+        "task_text_tasks": [row.name for row in config.selected_tasks()] if task_text else None,
+        "in_domain_corpus": config.in_domain_files() if config.needs_in_domain() else None,
+        "continue_minutes": (
+            config.continue_minutes or config.budget_minutes if CONTINUED in config.arms else None
+        ),
+    }
+    return config_settings(config, NOT_SETTINGS, resolved, RECORDED_WHEN_SET)
 
 
 def arm_pretrain_dir(arm: str) -> str:

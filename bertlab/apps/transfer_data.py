@@ -1,21 +1,22 @@
 """The transfer experiment's data: its rows, default corpora, splits and the tasks' own text.
 
-Each row of the experiment's table is a registered task (`bertlab.data.tasks.registry`) with the
-experiment's fine-tuning budget; its training file is found by the registry's `train_file` under
-the data directory, and its train, dev and test splits are carved from that file.
+Each row of the experiment's table is a `grid.GridTask`: a registered task
+(`bertlab.data.tasks.registry`) with the experiment's fine-tuning budget; its training file is
+found by the registry's `train_file` under the data directory, and its train, dev and test splits
+are carved from that file (`task_splits`, for the ablation and strategies experiments too).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from bertlab.apps.grid import GridTask
 from bertlab.atomic import write_text
 from bertlab.config import TaskDataConfig
 from bertlab.data.tasks import TaggedSentence
-from bertlab.data.tasks.registry import TaskSpec, get_task
 from bertlab.data.tasks.splits import holdout_split, phrase_roots, sentence_split, subsample
 from bertlab.task_families import Task, make_task
 from bertlab.training.finetune import TaskData
@@ -26,65 +27,21 @@ MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
 TASK_TEXT_GROUP = 16  # examples per document of the task text (1 with next-sentence prediction)
 
 
-@dataclass(frozen=True)
-class TransferTask:
-    """One row of the table: a registered task and the experiment's fine-tuning budget for it.
-
-    `epochs` and `max_seq_length` default to the task's own; `max_train_examples` fine-tunes on
-    a subsample of the training part (few labels).
-    """
-
-    name: str
-    task: str  # a name in the task registry
-    epochs: int | None = None
-    max_seq_length: int | None = None
-    max_train_examples: int | None = None
-
-    @property
-    def spec(self) -> TaskSpec:
-        return get_task(self.task)
-
-    @property
-    def path(self) -> str:
-        """The training file, relative to the data directory."""
-        if self.spec.train_file is None:
-            raise ValueError(f"task {self.task} declares no training file")
-        return self.spec.train_file
-
-    @property
-    def num_epochs(self) -> int:
-        return self.epochs or self.spec.epochs
-
-    @property
-    def input_length(self) -> int:
-        return self.max_seq_length or self.spec.max_seq_length
-
-    def to_json(self) -> dict:
-        return {
-            "task": self.task,
-            "path": self.path,
-            "epochs": self.num_epochs,
-            "max_seq_length": self.input_length,
-            "max_train_examples": self.max_train_examples,
-            "split_by_sentence": self.spec.split_by_sentence,
-        }
-
-
 # The table's rows. SST-2 reads one epoch of its 67k phrases, or ten of 1,000 sentences; SST-2
 # and CoLA sentences fit in 64 pieces.
 ROWS = {
     "en": (
-        TransferTask("sst2", "sst2", epochs=1, max_seq_length=64),
-        TransferTask("sst2-1k", "sst2", epochs=10, max_seq_length=64, max_train_examples=1000),
-        TransferTask("mrpc", "mrpc"),
-        TransferTask("stsb", "stsb"),
-        TransferTask("rte", "rte"),
-        TransferTask("cola", "cola", max_seq_length=64),
-        TransferTask("conll2003", "conll2003"),
+        GridTask("sst2", "sst2", epochs=1, max_seq_length=64),
+        GridTask("sst2-1k", "sst2", epochs=10, max_seq_length=64, max_train_examples=1000),
+        GridTask("mrpc", "mrpc"),
+        GridTask("stsb", "stsb"),
+        GridTask("rte", "rte"),
+        GridTask("cola", "cola", max_seq_length=64),
+        GridTask("conll2003", "conll2003"),
     ),
     "zh": (
-        TransferTask("chnsenticorp", "chnsenticorp"),
-        TransferTask("resume-ner", "resume-ner"),
+        GridTask("chnsenticorp", "chnsenticorp"),
+        GridTask("resume-ner", "resume-ner"),
     ),
 }
 # Text of the tasks' own kind (the in-domain arms), relative to the data directory: the IMDB
@@ -100,8 +57,9 @@ CORPORA = {
 }
 
 
-def task_splits(data_dir: Path, row: TransferTask) -> tuple[Task, TaskData, list]:
-    """(task, TaskData with train and dev, test examples), carved from the training file."""
+def task_splits(data_dir: Path, row: GridTask) -> tuple[Task, TaskData, list]:
+    """(task, TaskData with train and dev, test examples), carved from the training file, then
+    subsampled to the row's sizes."""
     task = make_task(row.task, data=TaskDataConfig(max_seq_length=row.input_length))
     examples = task.read_gold(data_dir / row.path)
     label_names = task.label_names(examples)
@@ -113,12 +71,20 @@ def task_splits(data_dir: Path, row: TransferTask) -> tuple[Task, TaskData, list
         train, dev = holdout_split(rest, DEV_FRACTION, task.holdout_group)
     dev = subsample(dev, MAX_DEV_EXAMPLES)
     train = subsample(train, row.max_train_examples)
+    dev = subsample_in_order(dev, row.max_dev_examples)
+    test = subsample_in_order(test, row.max_test_examples)
     return task, TaskData(train, dev, label_names), test
 
 
-def task_text(
-    data_dir: Path, rows: Sequence[TransferTask], lang: str
-) -> dict[str, list[list[str]]]:
+def subsample_in_order(examples: list, size: int | None) -> list:
+    """The first `size` of a fixed shuffle (`splits.subsample`), kept in file order."""
+    if size is None or size >= len(examples):
+        return examples
+    kept = {id(example) for example in subsample(examples, size)}
+    return [example for example in examples if id(example) in kept]
+
+
+def task_text(data_dir: Path, rows: Sequence[GridTask], lang: str) -> dict[str, list[list[str]]]:
     """The unlabeled text of the rows' training parts, as lines per example, by row.
 
     Only the part the models are fine-tuned on, never a dev or test example. A row that

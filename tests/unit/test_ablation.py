@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,7 @@ def _results(with_sizes: bool) -> dict:
             "finetune_learning_rate": 5e-4,
             "feature_learning_rate": 1e-3,
         },
-        "tasks": {task.name: task.to_json() for task in TASKS},
+        "tasks": {task.name: dataclasses.asdict(task) for task in TASKS},
         "pretraining": pretraining,
         "shapes": shapes,
         "scores": scores,

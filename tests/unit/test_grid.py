@@ -14,7 +14,9 @@ from bertlab.apps.grid import (
     TASK_SEED_COLUMN,
     Cell,
     Column,
+    GridTask,
     Scores,
+    check_inputs,
     grid_cells,
     run_grid,
 )
@@ -227,3 +229,34 @@ def test_an_ablation_results_file_from_before_the_grid_resumes_with_its_metrics(
     assert written["scores"] == {
         "mrpc": {"mlm+nsp": [{"accuracy": 0.7, "f1": 0.81}], "mlm": [{"accuracy": 0.6, "f1": 0.7}]}
     }
+
+
+def test_a_grid_task_takes_its_registered_tasks_budget_unless_the_experiment_sets_one():
+    own = GridTask("sst2", "sst2")
+    assert (own.num_epochs, own.input_length) == (own.spec.epochs, own.spec.max_seq_length)
+    assert (own.metric, own.max_dev_examples, own.max_test_examples) == (None, None, None)
+    chosen = GridTask("sst2-1k", "sst2", epochs=10, max_seq_length=64, max_train_examples=1000)
+    assert (chosen.num_epochs, chosen.input_length, chosen.path) == (10, 64, own.path)
+    assert chosen.to_json() == {
+        "task": "sst2",
+        "path": own.path,
+        "epochs": 10,
+        "max_seq_length": 64,
+        "max_train_examples": 1000,
+        "split_by_sentence": own.spec.split_by_sentence,
+    }
+
+
+def test_every_missing_input_is_named_once_before_anything_runs(tmp_path):
+    corpus, vocab = tmp_path / "corpus.txt", tmp_path / "vocab.txt"
+    tasks = [GridTask("sst2", "sst2"), GridTask("sst2-1k", "sst2"), GridTask("mrpc", "mrpc")]
+    with pytest.raises(FileNotFoundError) as caught:
+        check_inputs(tmp_path, tasks, [corpus], [vocab])
+    sst2, mrpc = tmp_path / tasks[0].path, tmp_path / tasks[2].path
+    names = f"{corpus}, {sst2}, {mrpc}, {vocab}"  # sst2-1k reads sst2's file: named once
+    assert str(caught.value) == f"missing input file(s): {names}"
+    for path in (corpus, sst2, mrpc):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("", encoding="utf-8")
+    vocab.mkdir()  # a tokenizer folder counts
+    check_inputs(tmp_path, tasks, [corpus], [vocab])

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import bertlab
-from bertlab.apps.transfer_data import ROWS, TransferTask, task_splits
+from bertlab.apps.grid import GridTask
+from bertlab.apps.transfer_data import ROWS, task_splits
 from bertlab.cli import build_parser, main
 from bertlab.cli import tasks as cli_tasks
 from bertlab.config import TaskDataConfig
@@ -128,7 +129,7 @@ def test_a_new_task_is_one_declaration_plus_its_reader(
     assert main(["score", "--task", "reviews", "--data", str(train), "--predictions",
                  str(predictions)]) == 0  # fmt: skip
     # ... and so does an experiment's row, which finds the file under its data directory.
-    task, split, test = task_splits(tmp_path / "data", TransferTask("reviews", "reviews"))
+    task, split, test = task_splits(tmp_path / "data", GridTask("reviews", "reviews"))
     assert len(split.train) + len(split.dev) + len(test) == 40
     assert task.name == "reviews" and split.label_names == ("0", "1")
     # A bad line is named with its file and line, before anything is trained.
