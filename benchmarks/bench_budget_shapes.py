@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.modeling import BertForPreTraining
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import BertForPreTraining
 
 SHAPES = ((2, 128, 2), (4, 128, 2), (2, 256, 4), (4, 256, 4))  # layers, hidden, heads
 MASKED_SHARE = 0.2

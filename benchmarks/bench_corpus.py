@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bertlab.data.corpus import build_corpus, default_num_workers, preflight_report
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

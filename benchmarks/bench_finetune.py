@@ -23,12 +23,12 @@ from pathlib import Path
 
 import torch
 
-from bertlab.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig, FinetuneConfig
 from bertlab.data.collate import collate_task_batch, length_grouped_batches, pad_rows
 from bertlab.data.tasks.classification import read_glue
 from bertlab.data.tasks.encoding import encode_classification
-from bertlab.heads import BertForSequenceClassification
-from bertlab.tokenization import Tokenizer
+from bertlab.network.heads import BertForSequenceClassification
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.optim import build_optimizer, linear_warmup_decay
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

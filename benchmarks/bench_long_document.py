@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds, create_instances_from_document, pack_documents
-from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 
 SLICE = Path(__file__).resolve().parents[1] / "bertlab" / "demo_data" / "enwiki_slice.txt.gz"
 MAX_SEQ_LENGTH = 128

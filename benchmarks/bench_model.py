@@ -56,8 +56,8 @@ from typing import Any
 
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import BertForPreTraining, BertModel
 
 try:
     import transformers

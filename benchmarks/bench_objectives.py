@@ -28,9 +28,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from bertlab.config import BertConfig
-from bertlab.electra import ElectraForPreTraining
-from bertlab.modeling import BertForPreTraining
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import BertForPreTraining
+from bertlab.network.electra import ElectraForPreTraining
 from bertlab.training.optim import build_optimizer
 
 VOCAB = 8000  # the budget recipe's vocabulary

@@ -34,13 +34,13 @@ from pathlib import Path
 import torch
 from bench_model import REPO_ROOT, SEQ_LEN, VOCAB_FILE, bertlab_config
 
-from bertlab.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.runtime import set_seed
 from bertlab.data.corpus import TokenizedCorpus, build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec
-from bertlab.modeling import BertForPreTraining
-from bertlab.runtime import set_seed
-from bertlab.tokenization import Tokenizer
+from bertlab.network.bert import BertForPreTraining
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.loop import pretrain
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.optim import build_optimizer

@@ -34,10 +34,10 @@ from pathlib import Path
 
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.heads import BertForSequenceClassification
-from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import MASK_TOKEN, SPECIAL_TOKENS, Tokenizer
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import BertForPreTraining
+from bertlab.network.heads import BertForSequenceClassification
+from bertlab.tokenizer.wordpiece import MASK_TOKEN, SPECIAL_TOKENS, Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 GOOGLE_VOCAB = REPO.parent / "shared" / "data" / "vocab" / "bert-base-uncased-vocab.txt"

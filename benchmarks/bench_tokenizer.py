@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bertlab.tokenization import VOCAB_FILE, Tokenizer
-from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import VOCAB_FILE, Tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

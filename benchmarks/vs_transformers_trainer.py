@@ -92,7 +92,7 @@ FINETUNE_LEARNING_RATE = 5e-5  # TrainingArguments' default; one of BERT's (pape
 SST2_TRAIN, SST2_DEV = 8000, 2000
 MARKS = {"mini": 6, "base": 2}  # weight snapshots per run (the last at the end)
 # bertlab's presets (BertConfig.from_preset), written out so that the Trainer's process never
-# imports bertlab (whose import sets OpenMP's wait policy: bertlab.threads).
+# imports bertlab (whose import sets OpenMP's wait policy: bertlab.core.threads).
 SHAPES = {
     "tiny": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2},
     "mini": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4},
@@ -373,7 +373,7 @@ class Snapshots:
 
 def bertlab_pretrain(args: argparse.Namespace) -> None:
     from bertlab.data.corpus import build_corpus
-    from bertlab.tokenization import Tokenizer
+    from bertlab.tokenizer.wordpiece import Tokenizer
     from bertlab.training.checkpointing import list_checkpoints, load_state
     from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 
@@ -454,7 +454,7 @@ def load_masked_lm(size: str, path: Path):
     import torch
     import transformers
 
-    from bertlab.checkpoint import read_weights
+    from bertlab.network.checkpoint import read_weights
 
     model = transformers.BertForMaskedLM(hf_config(size))
     if path.is_dir():
@@ -669,7 +669,8 @@ def bertlab_finetune_result(out: Path, task: str) -> dict[str, Any]:
 
 
 def write_json(path: Path, value: Any) -> None:
-    """Not bertlab.atomic.write_json: the Trainer's process must not import bertlab (SHAPES)."""
+    """Not bertlab.core.atomic.write_json: the Trainer's process must not import bertlab
+    (SHAPES)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=1))
 

@@ -32,19 +32,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.config import BertConfig, ElectraConfig, PretrainDataConfig
+from bertlab.core.config import BertConfig, ElectraConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec, held_out_batches
-from bertlab.electra import (
+from bertlab.network.electra import (
     ElectraForPreTraining,
     generator_config,
     replace_tokens,
     sample_tokens,
 )
-from bertlab.metrics import roc_auc
-from bertlab.modeling import IGNORE_INDEX
-from bertlab.tokenization import Tokenizer
+from bertlab.core.metrics import roc_auc
+from bertlab.network.bert import IGNORE_INDEX
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.optim import build_optimizer, linear_warmup_decay
 
 HELD_OUT_DOCUMENTS = 500

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
-from bertlab.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
-from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
-from bertlab.tokenization import Tokenizer
+from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.loop import EVAL_SEED_OFFSET, FINAL_DIR, held_out_split
 from bertlab.training.pretrain_stats import evaluate
 

@@ -76,8 +76,8 @@ def _edited_copy(model_dir: Path, suffix: str, edit) -> Path:
     """A copy of a model directory with `edit(model)` applied to its weights."""
     import torch
 
-    from bertlab.modeling import BertModel
-    from bertlab.tokenization import Tokenizer
+    from bertlab.network.bert import BertModel
+    from bertlab.tokenizer.wordpiece import Tokenizer
 
     target = model_dir.with_name(f"{model_dir.name}-{suffix}")
     if not (target / "model.safetensors").is_file():
@@ -106,7 +106,7 @@ def _copy_segment_a(model) -> None:
 
 def _word_overlap(test: list) -> float:
     """Spearman correlation between the gold scores and each pair's word overlap (Jaccard)."""
-    from bertlab.metrics import pearson_spearman
+    from bertlab.core.metrics import pearson_spearman
 
     def words(text: str) -> set[str]:
         return set(re.findall(r"\w+", text.lower()))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -148,7 +148,7 @@ def task_vocab(tmp_path_factory) -> Path:
     fixtures in tests/data/tasks, so tiny fine-tuning runs see few [UNK]s."""
     import re
 
-    from bertlab.tokenization import SPECIAL_TOKENS
+    from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS
 
     text = " ".join(path.read_text(encoding="utf-8") for path in (TEST_DATA / "tasks").iterdir())
     words = set(re.findall(r"\w+|[^\w\s]", text.lower())) | set(text.lower()) - set(" \t\r\n")
@@ -203,7 +203,7 @@ def sst2_files(tmp_path_factory) -> tuple[Path, Path, Path]:
     their words, for tiny `bertlab finetune --task sst2` runs."""
     import re
 
-    from bertlab.tokenization import SPECIAL_TOKENS
+    from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS
 
     directory = tmp_path_factory.mktemp("sst2")
     lines = (REPO_ROOT / "bertlab" / "demo_data" / "sst2_train.tsv").read_text().splitlines()
@@ -275,8 +275,8 @@ def write_hub_model(
 def hub_model_folder(tmp_path_factory) -> Path:
     """A tiny pre-trained BERT folder (config, safetensors weights with the MLM and NSP heads,
     uncased tokenizer) standing in for a released model."""
-    from bertlab.modeling import BertForPreTraining
-    from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+    from bertlab.network.bert import BertForPreTraining
+    from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 
     vocab = {token: index for index, token in enumerate([*SPECIAL_TOKENS, *HUB_WORDS])}
     config = BertConfig(
@@ -387,11 +387,11 @@ def serve_models(tmp_path_factory, task_vocab) -> dict[str, Path]:
     """Random tiny models written as `bertlab pretrain` and `finetune` write them: `mlm` (with
     the masked-LM head), `clm` (left-to-right, as `--objective clm` makes it), `sentiment` (3
     labels), `stsb` (pair regression), `ner` (CoNLL tags) and `qa` (SQuAD)."""
-    from bertlab.config import TaskDataConfig
+    from bertlab.core.config import TaskDataConfig
     from bertlab.data.tasks.classification import ColumnSpec
-    from bertlab.modeling import BertForPreTraining
+    from bertlab.network.bert import BertForPreTraining
     from bertlab.task_families import make_task
-    from bertlab.tokenization import Tokenizer
+    from bertlab.tokenizer.wordpiece import Tokenizer
     from bertlab.training.finetune import write_task_model
 
     root = tmp_path_factory.mktemp("serve_models")
@@ -458,7 +458,7 @@ def start_server():
 
 HOLD_LOCK = """
 import sys, time
-from bertlab.atomic import run_lock
+from bertlab.core.atomic import run_lock
 with run_lock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(60)

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertlab.atomic import atomic_directory
-from bertlab.hub import SHIPPED_DIR, SHIPPED_PREFIX
-from bertlab.model_card import CARD_NAME
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.hub import SHIPPED_DIR, SHIPPED_PREFIX
+from bertlab.core.model_card import CARD_NAME
 from bertlab.training.checkpointing import latest_checkpoint
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 
@@ -123,7 +123,7 @@ def ship(model: ShippedModel, final: Path) -> Path:
             for key, value in weights.items()
         }
         save_file(half, directory / WEIGHTS, metadata={"format": "pt"})
-        (directory / WEIGHTS).chmod(0o644)  # as bertlab.atomic writes every file
+        (directory / WEIGHTS).chmod(0o644)  # as bertlab.core.atomic writes every file
         card = (final / CARD_NAME).read_text(encoding="utf-8")
         (directory / CARD_NAME).write_text(card + shipping_note(model, final), encoding="utf-8")
     return target

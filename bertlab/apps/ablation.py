@@ -79,13 +79,13 @@ from bertlab.apps.flows import (
 )
 from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
 from bertlab.apps.transfer_data import task_splits
-from bertlab.atomic import atomic_directory
-from bertlab.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
 from bertlab.data.corpus import build_corpus
-from bertlab.feature_heads import FeatureHeadConfig
+from bertlab.network.feature_heads import FeatureHeadConfig
 from bertlab.task_families import Task
-from bertlab.tokenization import Tokenizer
-from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import budget_recipe
 from bertlab.training.checkpointing import latest_checkpoint
 from bertlab.training.finetune import TaskData

@@ -14,8 +14,8 @@ from typing import Any
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import CORPORA
-from bertlab.config import PRESETS
-from bertlab.feature_heads import FeatureHeadConfig
+from bertlab.core.config import PRESETS
+from bertlab.network.feature_heads import FeatureHeadConfig
 from bertlab.training.budget import budget_recipe
 from bertlab.training.pretrain_run import PretrainRun
 

@@ -22,9 +22,9 @@ from bertlab.apps.flows import (
     scored,
     sign_test,
 )
-from bertlab.atomic import atomic_file, write_json, write_text
+from bertlab.core.atomic import atomic_file, write_json, write_text
+from bertlab.core.metrics import as_percent
 from bertlab.data.tasks.registry import get_task
-from bertlab.metrics import as_percent
 
 TABLE_FILE = "table.md"
 PLOT_FILE = "ablation.png"

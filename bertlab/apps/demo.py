@@ -10,7 +10,7 @@ sentences of a sentiment task, several seeds each: the pre-trained BERT, a rando
 embeddings start from the word vectors, and a random encoder from scratch, (6) fine-tunes the
 shipped model the same way, and a random twin of its own shape and vocabulary when that differs
 from the demo's, (7) draws one sentence's attention, and writes a report with the figures.
-`docs/demo.md` says what it measured. Without gensim (an optional package, `bertlab.optional`)
+`docs/demo.md` says what it measured. Without gensim (an optional package, `bertlab.core.optional`)
 step 4 and its row in step 5 are skipped, in one line that says why; the rest runs as before.
 
 Everything the report says comes from OUT/results.json, which this run writes.
@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab import hub
 from bertlab.apps.demo_config import (
     BASELINES,
     DATA_DIR,
@@ -61,20 +60,14 @@ from bertlab.apps.flows import (
     seed_dir,
     sign_test,
 )
-from bertlab.atomic import write_json
-from bertlab.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core import hub
+from bertlab.core.atomic import write_json
+from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core.optional import MissingPackageError
 from bertlab.data.corpus import build_corpus
-from bertlab.inspection import (
-    attention_maps,
-    fill_mask,
-    load_encoder,
-    load_for_fill_mask,
-    plot_attention,
-)
-from bertlab.optional import MissingPackageError
 from bertlab.task_families import Task, make_task
-from bertlab.tokenization import Tokenizer
-from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import BudgetRecipe, budget_recipe
 from bertlab.training.budget_plan import PLAN_FILE
 from bertlab.training.finetune import TaskData, read_task_data
@@ -82,6 +75,13 @@ from bertlab.training.loop import held_out_split
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 from bertlab.training.word_vectors import WordVectorConfig, train_word_vectors
+from bertlab.use.inspection import (
+    attention_maps,
+    fill_mask,
+    load_encoder,
+    load_for_fill_mask,
+    plot_attention,
+)
 
 __all__ = ["DATA_DIR", "DEFAULT_MINUTES", "DEFAULT_OUT", "DEFAULT_SEEDS", "RECIPES", "run_demo"]
 
@@ -410,7 +410,7 @@ def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say)
     started = time.perf_counter()
     try:
         vectors = train_word_vectors(corpus, config, (0, num_train))
-    except MissingPackageError as error:  # gensim is optional (bertlab.optional)
+    except MissingPackageError as error:  # gensim is optional (bertlab.core.optional)
         say(f"  skipped, with the {WORD_VECTORS!r} row of step 5: {error}")
         return None, {"skipped": str(error)}
     seconds = time.perf_counter() - started

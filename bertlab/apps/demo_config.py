@@ -52,7 +52,7 @@ class DemoRecipe:
     fill_mask_sentences: tuple[str, ...]
     neighbour_words: tuple[str, ...]
     finetune_max_seq_length: int
-    shipped_model: str  # `bertlab:NAME` (bertlab.hub)
+    shipped_model: str  # `bertlab:NAME` (bertlab.core.hub)
     shipped_about: str  # how it was made, as its card in bertlab/models/NAME says
     vocab_size: int = BudgetRecipe.vocab_size
     num_hidden_layers: int = 2

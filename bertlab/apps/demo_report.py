@@ -29,8 +29,8 @@ from bertlab.apps.flows import (
     read_test,
     seed_dir,
 )
-from bertlab.atomic import atomic_file, write_text
-from bertlab.hub import SHIPPED_PREFIX
+from bertlab.core.atomic import atomic_file, write_text
+from bertlab.core.hub import SHIPPED_PREFIX
 from bertlab.training.metrics_log import METRICS_FILE, plot_curves, read_metrics
 from bertlab.training.pretrain_stats import PLATEAU_MARGIN, unigram_plateau
 

@@ -29,12 +29,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertlab.atomic import atomic_directory, remove_temporaries, run_lock, write_json
-from bertlab.config import BertConfig, FinetuneConfig
-from bertlab.modeling import BertModel
-from bertlab.runtime import default_device, resolve_precision, set_seed
+from bertlab.core.atomic import atomic_directory, remove_temporaries, run_lock, write_json
+from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.runtime import default_device, resolve_precision, set_seed
+from bertlab.core.wording import Worded
+from bertlab.network.bert import BertModel
 from bertlab.task_families import Task, run_task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import init_positions
 from bertlab.training.finetune import RESULT_FILE, ModelSource, TaskData, finetune_task
 from bertlab.training.one_class import LIKELY_CAUSES, OneClassCollapse
@@ -45,7 +46,6 @@ from bertlab.training.word_vectors import (
     train_word_vectors,
     warm_start,
 )
-from bertlab.wording import Worded
 
 if TYPE_CHECKING:
     from gensim.models.keyedvectors import KeyedVectors

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import write_json
+from bertlab.core.atomic import write_json
 from bertlab.data.tasks.registry import TaskSpec, get_task
 
 Scores = dict[str, dict[str, list[Any]]]  # task -> column -> one value per seed, in seed order
@@ -208,7 +208,7 @@ def run_grid(
             "config"/"seeds" (what a resumed run reads back).
         order: the order of the loops, outermost first (`COLUMN_TASK_SEED`, `TASK_SEED_COLUMN`).
         write: writes the results dict to `results_path` (and, say, a table beside it);
-            `bertlab.atomic.write_json` when None.
+            `bertlab.core.atomic.write_json` when None.
         after_cell: called after each cell, run or recorded, with the scores so far (to report a
             column's seeds once the last is in, say).
 

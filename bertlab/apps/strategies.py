@@ -50,7 +50,7 @@ from bertlab.apps.grid import (
 from bertlab.apps.strategies_report import TABLE_FILE, results_table, write_results
 from bertlab.apps.transfer_config import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE
 from bertlab.apps.transfer_data import DEV_FRACTION, ROWS, TEST_FRACTION, task_splits
-from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 from bertlab.task_families import Task
 from bertlab.training.finetune import TaskData
 

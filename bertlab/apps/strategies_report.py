@@ -14,7 +14,7 @@ from bertlab.apps.flows import (
     summary,
     win_loss_level,
 )
-from bertlab.atomic import write_json, write_text
+from bertlab.core.atomic import write_json, write_text
 
 TABLE_FILE = "table.md"
 

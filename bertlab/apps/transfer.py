@@ -68,12 +68,13 @@ from bertlab.apps.transfer_data import (
     write_task_text,
 )
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
-from bertlab.atomic import atomic_directory
-from bertlab.config import PRESETS, BertConfig, FinetuneConfig, read_json_object
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.config import PRESETS, BertConfig, FinetuneConfig, read_json_object
+from bertlab.core.wording import Worded
 from bertlab.data.corpus import build_corpus
-from bertlab.electra import ElectraForPreTraining
+from bertlab.network.electra import ElectraForPreTraining
 from bertlab.task_families import Task
-from bertlab.tokenization import TOKENIZER_FILES, Tokenizer
+from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe, restore_finetune_dropout
 from bertlab.training.checkpointing import latest_checkpoint, list_checkpoints, load_state
 from bertlab.training.finetune import TaskData
@@ -84,7 +85,6 @@ from bertlab.training.word_vectors import (
     VECTORS_FILE,
     load_vectors,
 )
-from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import CORPORA, IN_DOMAIN_CORPORA, ROWS
-from bertlab.config import PRESETS
+from bertlab.core.config import PRESETS
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.pretrain_run import PretrainRun

@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bertlab.apps.grid import GridTask
-from bertlab.atomic import write_text
-from bertlab.config import TaskDataConfig
+from bertlab.core.atomic import write_text
+from bertlab.core.config import TaskDataConfig
 from bertlab.data.tasks import TaggedSentence
 from bertlab.data.tasks.splits import holdout_split, phrase_roots, sentence_split, subsample
 from bertlab.task_families import Task, make_task

@@ -17,7 +17,7 @@ from bertlab.apps.flows import (
     sign_test,
     summary,
 )
-from bertlab.atomic import atomic_file, write_json, write_text
+from bertlab.core.atomic import atomic_file, write_json, write_text
 
 TABLE_FILE = "table.md"
 PLOT_FILE = "transfer.png"

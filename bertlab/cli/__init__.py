@@ -34,8 +34,8 @@ from bertlab.cli.pretrain import add_pretrain_command
 from bertlab.cli.serve import add_serve_command
 from bertlab.cli.tasks import add_task_commands
 from bertlab.cli.tokenizer import add_tokenizer_commands
-from bertlab.optional import MissingPackageError
-from bertlab.threads import set_threads
+from bertlab.core.optional import MissingPackageError
+from bertlab.core.threads import set_threads
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     add_demo_command,

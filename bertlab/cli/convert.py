@@ -31,7 +31,7 @@ def add_convert_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from bertlab.tf_checkpoint import convert_google_folder
+    from bertlab.network.tf_checkpoint import convert_google_folder
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

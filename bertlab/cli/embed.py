@@ -51,10 +51,10 @@ def run_embed(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertlab.cli.common import warn
-    from bertlab.features import PAIR_SEPARATOR, extract_features, save_features
-    from bertlab.hub import resolve
-    from bertlab.inspection import load_encoder
-    from bertlab.text_files import read_lines
+    from bertlab.core.hub import resolve
+    from bertlab.core.text_files import read_lines
+    from bertlab.use.features import PAIR_SEPARATOR, extract_features, save_features
+    from bertlab.use.inspection import load_encoder
 
     if (args.input is None) == (args.text is None):
         raise CommandError("give --input FILE or --text TEXT (not both)")

@@ -69,7 +69,7 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
         TRANSFER_POINTS,
         TRANSFER_TASK_TEXT_REPEATS,
     )
-    from bertlab.config import PRESETS
+    from bertlab.core.config import PRESETS
     from bertlab.training.budget import (
         LARGER_MODEL,
         LARGER_MODEL_LEARNING_RATE,
@@ -214,7 +214,7 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
 
 def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.cli.library_constants import ABLATION_BUDGET_MINUTES, ABLATION_ROWS
-    from bertlab.config import PRESETS
+    from bertlab.core.config import PRESETS
 
     group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
     add = group.add_argument
@@ -481,7 +481,7 @@ def run_compare_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertlab.apps.transfer_compare import compare_runs
-    from bertlab.atomic import write_text
+    from bertlab.core.atomic import write_text
 
     labels = list(_names(args.labels)) if args.labels else None
     lines = compare_runs([Path(run) for run in args.runs], labels)

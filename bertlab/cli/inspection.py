@@ -76,8 +76,8 @@ def add_inspection_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def run_fill_mask(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
-    from bertlab.hub import resolve
-    from bertlab.inspection import fill_mask, load_for_fill_mask
+    from bertlab.core.hub import resolve
+    from bertlab.use.inspection import fill_mask, load_for_fill_mask
 
     if args.top_k < 1:
         raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
@@ -95,8 +95,8 @@ def run_fill_mask(args: argparse.Namespace) -> int:
 
 def run_nsp(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
-    from bertlab.hub import resolve
-    from bertlab.inspection import load_for_next_sentence, next_sentence_probabilities
+    from bertlab.core.hub import resolve
+    from bertlab.use.inspection import load_for_next_sentence, next_sentence_probabilities
 
     model, tokenizer = load_for_next_sentence(resolve(args.model))
     probabilities = next_sentence_probabilities(model, tokenizer, args.first, args.second)
@@ -109,8 +109,8 @@ def run_nsp(args: argparse.Namespace) -> int:
 
 def run_attention(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
-    from bertlab.hub import resolve
-    from bertlab.inspection import (
+    from bertlab.core.hub import resolve
+    from bertlab.use.inspection import (
         all_attention_maps,
         attention_maps,
         load_encoder,

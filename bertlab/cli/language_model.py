@@ -44,9 +44,9 @@ def add_language_model_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
-    from bertlab.hub import resolve
-    from bertlab.inspection import load_with_lm_head
-    from bertlab.language_model import generate
+    from bertlab.core.hub import resolve
+    from bertlab.use.inspection import load_with_lm_head
+    from bertlab.use.language_model import generate
 
     if args.samples < 1:
         raise CommandError(f"--samples must be positive, got {args.samples}")
@@ -70,9 +70,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_score_text(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
-    from bertlab.hub import resolve
-    from bertlab.inspection import load_with_lm_head
-    from bertlab.language_model import score_texts
+    from bertlab.core.hub import resolve
+    from bertlab.use.inspection import load_with_lm_head
+    from bertlab.use.language_model import score_texts
 
     model, tokenizer = load_with_lm_head(resolve(args.model))
     scores = score_texts(model, tokenizer, args.text)

@@ -14,10 +14,10 @@ import logging
 
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 # bertlab's loggers whose INFO is detail for -v: which weights each load found or left new.
-DETAIL_LOGGERS = ("bertlab.checkpoint",)
+DETAIL_LOGGERS = ("bertlab.network.checkpoint",)
 # Loggers whose repeated messages are shown once: each seed and each evaluation loads the model
 # and encodes the same data again, with the same words ("N of M examples were ... cut").
-ONCE_PER_RUN_LOGGERS = ("bertlab.checkpoint", "bertlab.data.tasks.encoding")
+ONCE_PER_RUN_LOGGERS = ("bertlab.network.checkpoint", "bertlab.data.tasks.encoding")
 # The demo fine-tunes some twenty runs and prints a line for each: their own progress (the
 # examples read, each epoch's loss) is detail for -v there (`hide_run_progress`).
 RUN_PROGRESS_LOGGERS = ("bertlab.training.finetune", "bertlab.training.finetune_loop")

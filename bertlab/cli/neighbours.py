@@ -167,9 +167,9 @@ def run_word2vec(args: argparse.Namespace) -> int:
 
 
 def run_embedding_neighbours(args: argparse.Namespace) -> int:
-    from bertlab.hub import resolve
-    from bertlab.inspection import load_encoder
-    from bertlab.neighbours import embedding_neighbours
+    from bertlab.core.hub import resolve
+    from bertlab.use.inspection import load_encoder
+    from bertlab.use.neighbours import embedding_neighbours
 
     _check_top_k(args.top_k)
     model, tokenizer = load_encoder(resolve(args.model))
@@ -187,17 +187,17 @@ def run_embedding_neighbours(args: argparse.Namespace) -> int:
 def run_contextual(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from bertlab.basic_tokenization import is_cjk_ideograph
     from bertlab.cli.common import warn
-    from bertlab.hub import resolve
-    from bertlab.inspection import load_encoder
-    from bertlab.neighbours import (
+    from bertlab.core.hub import resolve
+    from bertlab.core.text_files import read_lines
+    from bertlab.tokenizer.basic import is_cjk_ideograph
+    from bertlab.use.inspection import load_encoder
+    from bertlab.use.neighbours import (
         contextual_neighbours,
         plot_polysemy,
         reference_sentences,
         word_vectors_in,
     )
-    from bertlab.text_files import read_lines
 
     _check_top_k(args.top_k)
     if args.figure is not None and not args.figure.lower().endswith(".png"):

@@ -53,7 +53,7 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.cli.library_constants import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
-    from bertlab.config import PRESETS
+    from bertlab.core.config import PRESETS
     from bertlab.training.budget import POSITION_INITS, BudgetRecipe
 
     group = parser.add_argument_group("corpus, vocabulary and model")
@@ -90,7 +90,7 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_objective_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.config import OBJECTIVES, ElectraConfig, PretrainDataConfig
+    from bertlab.core.config import OBJECTIVES, ElectraConfig, PretrainDataConfig
 
     group = parser.add_argument_group("objective and sequences")
     add = group.add_argument
@@ -146,7 +146,7 @@ def _add_length_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.config import PretrainConfig
+    from bertlab.core.config import PretrainConfig
 
     group = parser.add_argument_group("batch, optimizer and schedule")
     add = group.add_argument
@@ -187,7 +187,7 @@ def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_checkpoint_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.config import PretrainConfig
+    from bertlab.core.config import PretrainConfig
 
     group = parser.add_argument_group("checkpoints, evaluation and logging")
     add = group.add_argument
@@ -245,7 +245,7 @@ def pretrain_run(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from bertlab.runtime import DistributedContext, distributed
+    from bertlab.core.runtime import DistributedContext, distributed
     from bertlab.training.pretrain_run import run_pretraining
 
     run = pretrain_run(args)

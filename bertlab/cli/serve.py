@@ -62,7 +62,7 @@ def model_arguments(values: list[str]) -> tuple[tuple[str, Path], ...]:
     """`--model` values as (name, directory): `NAME=DIR`, or `DIR` named by its last part (a
     shipped model's name without `bertlab:`, a Hub id's name without its owner)."""
     from bertlab.apps.serve.settings import MODEL_NAME
-    from bertlab.hub import SHIPPED_PREFIX
+    from bertlab.core.hub import SHIPPED_PREFIX
 
     models = []
     for value in values:
@@ -78,9 +78,9 @@ def model_arguments(values: list[str]) -> tuple[tuple[str, Path], ...]:
 def run_serve(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from bertlab.optional import require
+    from bertlab.core.optional import require
 
-    # The web app's packages are optional (bertlab.optional): say which one is missing in one
+    # The web app's packages are optional (bertlab.core.optional): say which one is missing in one
     # line, before importing the app that needs them.
     for package in SERVE_PACKAGES:
         require(package, "bertlab serve")

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bertlab.atomic import atomic_writer
 from bertlab.cli.common import CommandError
+from bertlab.core.atomic import atomic_writer
 
 STREAM = "-"
 STDIN_NAME = "<stdin>"  # how messages name standard input
-STDOUT = Path("/dev/stdout")  # written in place (bertlab.atomic), never renamed over
+STDOUT = Path("/dev/stdout")  # written in place (bertlab.core.atomic), never renamed over
 HEAD_BYTES = 4096  # what a suffix is chosen from
 
 
@@ -61,7 +61,7 @@ def text_argument(value: str) -> str:
     """
     if value != STREAM:
         return value
-    from bertlab.tokenization import check_utf8
+    from bertlab.tokenizer.wordpiece import check_utf8
 
     try:
         text = sys.stdin.read().removesuffix("\n")

@@ -16,9 +16,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import json_text
 from bertlab.cli.common import CommandError, add_threads_flag, warn
-from bertlab.config import PRESETS
+from bertlab.core.atomic import json_text
+from bertlab.core.config import PRESETS
 from bertlab.data.tasks.registry import (
     DEFAULT_EPOCHS,
     GENERIC_CLASSIFICATION,
@@ -80,7 +80,7 @@ def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.config import SCHEDULES, FinetuneConfig
+    from bertlab.core.config import SCHEDULES, FinetuneConfig
 
     defaults = FinetuneConfig()
     parser = subparsers.add_parser(
@@ -412,7 +412,7 @@ def _data_flags(args: argparse.Namespace, is_qa: bool) -> dict[str, int]:
     field of its name; for SQuAD-style tasks --max-seq-length sets `squad_max_seq_length`)."""
     import dataclasses
 
-    from bertlab.config import TaskDataConfig
+    from bertlab.core.config import TaskDataConfig
 
     values = {}
     for field in dataclasses.fields(TaskDataConfig):
@@ -427,7 +427,7 @@ def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
     """The task: the model's saved input settings (else the task's own), the flags over them."""
     import dataclasses
 
-    from bertlab.config import TaskDataConfig
+    from bertlab.core.config import TaskDataConfig
     from bertlab.task_families import make_task
 
     if saved is not None and saved.get("task") not in (None, args.task):
@@ -445,7 +445,7 @@ def _with_features(args: argparse.Namespace, task):
     """The task with the feature-based head --features and --bilstm ask for (if any)."""
     import dataclasses
 
-    from bertlab.feature_heads import FeatureHeadConfig
+    from bertlab.network.feature_heads import FeatureHeadConfig
 
     if args.features is None and not args.bilstm:
         return task
@@ -478,7 +478,7 @@ def _finetune_config(args: argparse.Namespace):
     --epochs not given is the task's number of epochs."""
     import dataclasses
 
-    from bertlab.config import FinetuneConfig
+    from bertlab.core.config import FinetuneConfig
 
     names = [f.name for f in dataclasses.fields(FinetuneConfig)]
     flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]
@@ -493,7 +493,7 @@ def _default_epochs(task: str) -> int:
 
 
 def _model_source(args: argparse.Namespace):
-    from bertlab.hub import resolve
+    from bertlab.core.hub import resolve
     from bertlab.training.finetune import ModelSource
 
     if args.from_scratch == (args.model is not None):
@@ -551,11 +551,11 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace):
     """(task, model, tokenizer, precision) for evaluate/predict, after checking the model."""
-    from bertlab.config import read_json_object
-    from bertlab.hub import resolve
-    from bertlab.runtime import default_device, resolve_precision
+    from bertlab.core.config import read_json_object
+    from bertlab.core.hub import resolve
+    from bertlab.core.runtime import default_device, resolve_precision
     from bertlab.task_families import read_task_file
-    from bertlab.tokenization import Tokenizer, check_fits_vocabulary
+    from bertlab.tokenizer.wordpiece import Tokenizer, check_fits_vocabulary
 
     directory = resolve(args.model)
     if not (directory / "config.json").is_file():
@@ -600,7 +600,7 @@ def _warn_if_mostly_unknown(task, tokenizer, examples) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bertlab.heads import BertForLabels
+    from bertlab.network.heads import BertForLabels
     from bertlab.task_families import run_task
 
     task, model, tokenizer, precision = _load(args)

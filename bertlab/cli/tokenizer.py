@@ -9,7 +9,7 @@ from bertlab.cli.common import CommandError
 
 def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> None:
     """`bertlab tokenizer train|encode`."""
-    from bertlab.tokenizer_training import TokenizerTrainingConfig
+    from bertlab.tokenizer.training import TokenizerTrainingConfig
 
     parser = subparsers.add_parser(
         "tokenizer",
@@ -72,8 +72,8 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     """Train, then write the directory only once everything succeeded."""
     from pathlib import Path
 
-    from bertlab.atomic import run_lock
-    from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+    from bertlab.core.atomic import run_lock
+    from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 
     config = TokenizerTrainingConfig(
         vocab_size=args.vocab_size,
@@ -97,7 +97,7 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
 def run_tokenizer_encode(args: argparse.Namespace) -> int:
     """Print one row per piece: position, piece, id, segment id and character span."""
     from bertlab.cli.streams import text_argument
-    from bertlab.tokenization import Tokenizer
+    from bertlab.tokenizer.wordpiece import Tokenizer
 
     tokenizer = Tokenizer.from_pretrained(args.tokenizer)
     text = text_argument(args.text)

@@ -1,9 +1,9 @@
-"""The command line's words for the settings that library messages name (`bertlab.wording`):
+"""The command line's words for the settings that library messages name (`bertlab.core.wording`):
 the library says `resume=True`, the command line `--resume`."""
 
 from __future__ import annotations
 
-from bertlab.wording import Worded
+from bertlab.core.wording import Worded
 
 CLI_WORDS = {
     "out": "--out",

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from bertlab.atomic import atomic_directory, write_json
+from bertlab.core.atomic import atomic_directory, write_json
+from bertlab.core.text_files import check_files, check_mostly_utf8
 from bertlab.data.corpus_encode import (
     BYTES_PER_MEGABYTE,
     ChunkEncoder,
@@ -48,8 +49,7 @@ from bertlab.data.corpus_format import (
     tokenizer_fingerprint,
 )
 from bertlab.data.preflight import PreflightReport, check_objective, preflight_report
-from bertlab.text_files import check_files, check_mostly_utf8
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 # The public names of the corpus pipeline, importable from here as before the split.
 __all__ = [

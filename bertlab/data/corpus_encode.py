@@ -5,9 +5,9 @@ Memory stays bounded: lines are read in chunks, a few chunks are in flight at a 
 are appended to the files as they arrive. Chunks are split and tokenized by a pool of worker
 processes (one per core), so the Python sentence splitter and the tokenizer both use every core.
 
-Files are opened and checked by `bertlab.text_files`, as in tokenizer training: lines that are not
-valid UTF-8 are skipped and counted, a binary or broken gzip file is refused, and one that is
-mostly not UTF-8 is refused by `build_corpus` after reading.
+Files are opened and checked by `bertlab.core.text_files`, as in tokenizer training: lines that
+are not valid UTF-8 are skipped and counted, a binary or broken gzip file is refused, and one
+that is mostly not UTF-8 is refused by `build_corpus` after reading.
 """
 
 # Shapes: T tokens in the corpus, S sentences; T_chunk, S_chunk those of one chunk of lines.
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from bertlab.core.text_files import READ_ERRORS, gzip_error, open_bytes, read_head
 from bertlab.data.corpus_format import TOKEN_IDS_FILE, WORD_STARTS_FILE, token_dtype
 from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
-from bertlab.text_files import READ_ERRORS, gzip_error, open_bytes, read_head
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 LINES_PER_CHUNK = 2000  # lines sent to a worker at once (about 0.5 MB of Wikipedia paragraphs)
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # bounds memory: at most this many chunks queued per worker

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import tokenizers
 
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 FORMAT_VERSION = 1  # bump when the layout or the splitting/tokenizing of lines changes
 TOKEN_IDS_FILE = "token_ids.bin"

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlab.config import PretrainDataConfig, objective_data
+from bertlab.core.config import PretrainDataConfig, objective_data
 from bertlab.data.pretraining import Instance, SpecialIds, as_list
-from bertlab.tokenization import PAIR_SEGMENT_ID
+from bertlab.tokenizer.wordpiece import PAIR_SEGMENT_ID
 
 MASK_TOKEN_PROB = 0.8  # BERT paper Sec. 3.1: of the chosen tokens 80% [MASK], 10% random, 10% kept
 RANDOM_TOKEN_PROB = 0.1  # BERT paper Sec. 3.1

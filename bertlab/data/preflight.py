@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlab.config import objective_data
+from bertlab.core.config import objective_data
 from bertlab.data.corpus_encode import MIN_DUPLICATE_CHECK_BYTES
 from bertlab.data.corpus_format import TokenizedCorpus, tokenizer_fingerprint
-from bertlab.tokenization import NUM_SPECIAL_TOKENS_PAIR, Tokenizer
+from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_PAIR, Tokenizer
 
 MIN_DOCUMENT_SENTENCES = 2  # NSP draws B from the same document: one sentence gives no IsNext pair
 MIN_DOCUMENT_TOKENS = 16  # below this a document adds hardly any context (our choice)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertlab.config import objective_data
-from bertlab.tokenization import (
+from bertlab.core.config import objective_data
+from bertlab.tokenizer.wordpiece import (
     CLS_TOKEN,
     MASK_TOKEN,
     NUM_SPECIAL_TOKENS_PAIR,

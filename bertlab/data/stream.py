@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.config import PretrainDataConfig
+from bertlab.core.config import PretrainDataConfig
 from bertlab.data.collate import collate_pretraining
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.masking import example_rng, make_example

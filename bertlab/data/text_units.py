@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from bertlab.basic_tokenization import is_cjk_ideograph
-from bertlab.optional import require
-from bertlab.tokenization import CONTINUING_SUBWORD_PREFIX
+from bertlab.core.optional import require
+from bertlab.tokenizer.basic import is_cjk_ideograph
+from bertlab.tokenizer.wordpiece import CONTINUING_SUBWORD_PREFIX
 
 SPLITTERS_BY_LANG = ("en", "zh")
 

@@ -29,16 +29,16 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from bertlab.atomic import write_text
-from bertlab.config import BertConfig, TaskDataConfig, read_json_object
+from bertlab.core.atomic import write_text
+from bertlab.core.config import BertConfig, TaskDataConfig, read_json_object
+from bertlab.core.metrics import METRIC_SETS
+from bertlab.core.runtime import autocast
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.data.tasks.registry import TaskSpec
-from bertlab.feature_heads import FeatureHeadConfig
-from bertlab.heads import BertForTask, TaskOutput
-from bertlab.metrics import METRIC_SETS
-from bertlab.runtime import autocast
-from bertlab.tokenization import Tokenizer
+from bertlab.network.feature_heads import FeatureHeadConfig
+from bertlab.network.heads import BertForTask, TaskOutput
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 TASK_FILE = "bertlab_task.json"  # beside config.json: the task, its columns and input settings

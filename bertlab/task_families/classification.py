@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 from bertlab.data.tasks.classification import label_set, read_classification, read_glue
 from bertlab.data.tasks.encoding import encode_classification
-from bertlab.heads import BertForSequenceClassification, BertForTask
+from bertlab.network.heads import BertForSequenceClassification, BertForTask
 from bertlab.task_families.base import Predictions, Task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 
 class ClassificationTask(Task):

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from bertlab.data.tasks.encoding import encode_multiple_choice
-from bertlab.heads import BertForMultipleChoice
+from bertlab.network.heads import BertForMultipleChoice
 from bertlab.task_families.base import Predictions, Task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 
 class MultipleChoiceTask(Task):

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.atomic import write_text
+from bertlab.core.atomic import write_text
+from bertlab.core.metrics import METRIC_SETS
 from bertlab.data.tasks.squad import gold_answers, read_squad
 from bertlab.data.tasks.squad_encoding import decode_squad, encode_squad
-from bertlab.heads import BertForQuestionAnswering
-from bertlab.metrics import METRIC_SETS
+from bertlab.network.heads import BertForQuestionAnswering
 from bertlab.task_families.base import Predictions, Task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 
 class QuestionAnsweringTask(Task):

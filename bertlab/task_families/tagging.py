@@ -10,15 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.atomic import write_text
-from bertlab.config import BertConfig
+from bertlab.core.atomic import write_text
+from bertlab.core.config import BertConfig
+from bertlab.core.metrics import METRIC_SETS, OUTSIDE_TAG
 from bertlab.data.tasks.encoding import encode_tagging, word_labels
 from bertlab.data.tasks.files import at, existing_file, require_examples, text_lines
 from bertlab.data.tasks.ner import DOCUMENT_MARKER, TaggedSentence
-from bertlab.heads import BertForTask, BertForTokenClassification
-from bertlab.metrics import METRIC_SETS, OUTSIDE_TAG
+from bertlab.network.heads import BertForTask, BertForTokenClassification
 from bertlab.task_families.base import Predictions, Task, token_labels
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 
 class TaggingTask(Task):

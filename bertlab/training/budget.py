@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertlab.atomic import write_json
+from bertlab.core.atomic import write_json
 
 if TYPE_CHECKING:
-    from bertlab.modeling import BertEmbeddings
+    from bertlab.network.bert import BertEmbeddings
 
 FINETUNE_DROPOUT = 0.1  # BERT's dropout, restored in the final model's config for fine-tuning
 POSITION_INITS = ("normal", "sinusoidal")  # see init_positions

@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from bertlab.atomic import write_json
-from bertlab.config import PRESETS, BertConfig, with_new_warmup_name
+from bertlab.core.atomic import write_json
+from bertlab.core.config import PRESETS, BertConfig, with_new_warmup_name
+from bertlab.core.runtime import autocast, resolve_precision
 from bertlab.data.stream import PretrainingStream, StreamSpec
-from bertlab.modeling import BertForPreTraining
-from bertlab.runtime import autocast, resolve_precision
+from bertlab.network.bert import BertForPreTraining
 from bertlab.training.budget import (
     ACCELERATOR_SHAPES,
     TOKENS_PER_PARAMETER,

@@ -3,10 +3,10 @@
 `OUT/checkpoints/step-000120/` holds `config.json` + `model.safetensors` (loadable like any
 model directory) and `training_state.pt`: optimizer, schedule, RNG states of every process, data
 position, counters. Each checkpoint is written into a hidden temporary directory and renamed into
-place when complete (`bertlab.atomic.atomic_directory`), so a kill during the write leaves the
+place when complete (`bertlab.core.atomic.atomic_directory`), so a kill during the write leaves the
 previous checkpoints intact; the oldest complete ones beyond `keep` are then removed, each
-renamed away first (`bertlab.atomic.remove_directory`). A full disk is a `WriteError` naming the
-checkpoint.
+renamed away first (`bertlab.core.atomic.remove_directory`). A full disk is a `WriteError`
+naming the checkpoint.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.atomic import atomic_directory, atomic_writer, remove_directory
-from bertlab.checkpoint import load_tensors
+from bertlab.core.atomic import atomic_directory, atomic_writer, remove_directory
+from bertlab.network.checkpoint import load_tensors
 
 CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "training_state.pt"

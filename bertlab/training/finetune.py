@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import (
+from bertlab.core.atomic import (
     atomic_directory,
     remove_temporaries,
     replacing,
@@ -27,13 +27,14 @@ from bertlab.atomic import (
     run_lock,
     write_json,
 )
-from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
+from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
+from bertlab.core.model_card import ModelCard, write_model_card
+from bertlab.core.runtime import default_device, resolve_precision, set_seed
+from bertlab.core.wording import Worded
 from bertlab.data.tasks.splits import holdout_split, subsample
-from bertlab.heads import BertForTask
-from bertlab.model_card import ModelCard, write_model_card
-from bertlab.runtime import default_device, resolve_precision, set_seed
+from bertlab.network.heads import BertForTask
 from bertlab.task_families import TASK_FILE, Task, run_task
-from bertlab.tokenization import Tokenizer, check_fits_vocabulary
+from bertlab.tokenizer.wordpiece import Tokenizer, check_fits_vocabulary
 from bertlab.training.checkpointing import CHECKPOINTS_DIR
 from bertlab.training.finetune_loop import (
     BEST_DIR,
@@ -44,7 +45,6 @@ from bertlab.training.finetune_loop import (
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
 from bertlab.training.one_class import OneClassCollapse, one_class_collapse
-from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 

@@ -30,11 +30,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from bertlab.atomic import atomic_directory
-from bertlab.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.runtime import autocast, resolve_precision
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
-from bertlab.heads import BertForTask
-from bertlab.runtime import autocast, resolve_precision
+from bertlab.network.heads import BertForTask
 from bertlab.training.loop import DivergedError
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.one_class import OneClassCollapse

@@ -34,13 +34,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from bertlab.checkpoint import load_into, read_weights
-from bertlab.config import BertConfig, PretrainConfig, PretrainDataConfig
-from bertlab.data.corpus import TokenizedCorpus
-from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
-from bertlab.modeling import IGNORE_INDEX, BertPreTrainedModel
-from bertlab.runtime import (
+from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
     autocast,
@@ -49,7 +44,13 @@ from bertlab.runtime import (
     set_rng_state,
     set_seed,
 )
-from bertlab.tokenization import Tokenizer
+from bertlab.core.wording import Worded
+from bertlab.data.corpus import TokenizedCorpus
+from bertlab.data.pretraining import SpecialIds
+from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
+from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
+from bertlab.network.checkpoint import load_into, read_weights
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training import checkpointing
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.objectives import FINAL_DIR as FINAL_DIR  # read from here too
@@ -64,7 +65,6 @@ from bertlab.training.pretrain_stats import (
     unigram_accuracy,
     unigram_plateau,
 )
-from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 

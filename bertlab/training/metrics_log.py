@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import append_text, atomic_file, json_text, write_text
+from bertlab.core.atomic import append_text, atomic_file, json_text, write_text
 
 METRICS_FILE = "metrics.jsonl"
 CURVES_FILE = "curves.png"

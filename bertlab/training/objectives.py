@@ -4,9 +4,9 @@ loop calls, not a name it tests").
 
 An entry says, for its objective:
 
-- what its data builds: `data`, its row of `bertlab.config.OBJECTIVE_DATA` (sentence pairs with
+- what its data builds: `data`, its row of `bertlab.core.config.OBJECTIVE_DATA` (sentence pairs with
   a next-sentence label, masked positions, or left-to-right targets); that half lives in
-  `config.py` because `data/` may not import `training/`;
+  `core/config.py` because `data/` may not import `training/`;
 - which model and heads it trains: `model_class`, built by `build_model` with the objective's own
   settings (`settings_class`, e.g. ELECTRA's `ElectraConfig`), causal for left-to-right targets;
 - how a micro-batch's losses add up to the step's loss (`loss`) and what it measures
@@ -16,7 +16,7 @@ An entry says, for its objective:
   and the model card speak of it.
 
 `Objective` serves BERT's pre-training heads (`BertForPreTraining`: masked LM, NSP, left-to-right
-LM); `ReplacedTokenDetection` adds ELECTRA's discriminator (`bertlab.electra`).
+LM); `ReplacedTokenDetection` adds ELECTRA's discriminator (`bertlab.network.electra`).
 """
 
 # Shapes: B batch, L sequence length, P masked positions per sequence.
@@ -31,17 +31,17 @@ from typing import Any
 
 import torch
 
-from bertlab.atomic import atomic_directory
-from bertlab.config import (
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.config import (
     OBJECTIVE_DATA,
     BertConfig,
     ElectraConfig,
     ObjectiveData,
     PretrainDataConfig,
 )
-from bertlab.electra import ElectraForPreTraining, ElectraOutput
-from bertlab.modeling import BertForPreTraining, BertPreTrainedModel, PreTrainingOutput
-from bertlab.tokenization import Tokenizer
+from bertlab.network.bert import BertForPreTraining, BertPreTrainedModel, PreTrainingOutput
+from bertlab.network.electra import ElectraForPreTraining, ElectraOutput
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretrain_stats import (
     CAUSAL_NAMES,
     batch_stats,
@@ -231,8 +231,8 @@ class Objective:
 
 @dataclass(frozen=True)
 class ReplacedTokenDetection(Objective):
-    """ELECTRA (`bertlab.electra`): a masked-LM generator and a BERT discriminator that tells
-    replaced tokens from original ones; the discriminator is what OUT/final holds."""
+    """ELECTRA (`bertlab.network.electra`): a masked-LM generator and a BERT discriminator that
+    tells replaced tokens from original ones; the discriminator is what OUT/final holds."""
 
     model_class: type[BertPreTrainedModel] = ElectraForPreTraining
     settings_class: type | None = ElectraConfig

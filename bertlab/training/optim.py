@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from bertlab.config import (
+from bertlab.core.config import (
     CONSTANT_SCHEDULE,
     LINEAR_SCHEDULE,
     SLANTED_TRIANGULAR_SCHEDULE,
@@ -45,7 +45,7 @@ from bertlab.config import (
     FinetuneConfig,
     with_new_warmup_name,
 )
-from bertlab.modeling import BertModel
+from bertlab.network.bert import BertModel
 
 # Google's BERT optimization.py (AdamWeightDecayOptimizer as built by create_optimizer) and the
 # BERT paper, Appendix A.2. The paper gives no ε; 1e-6 is the code's (torch's default is 1e-8).

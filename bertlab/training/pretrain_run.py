@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from bertlab import hub
-from bertlab.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
-from bertlab.config import (
+from bertlab.core import hub
+from bertlab.core.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
+from bertlab.core.config import (
     OLD_WARMUP_NAME,
     PRESETS,
     BertConfig,
@@ -40,6 +40,10 @@ from bertlab.config import (
     objective_data,
     with_new_warmup_name,
 )
+from bertlab.core.model_card import ModelCard, write_model_card
+from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
+from bertlab.core.text_files import check_files
+from bertlab.core.wording import Worded
 from bertlab.data.corpus import (
     TokenizedCorpus,
     build_corpus,
@@ -49,11 +53,8 @@ from bertlab.data.corpus import (
 from bertlab.data.corpus_encode import sniff_lang
 from bertlab.data.preflight import PreflightReport
 from bertlab.data.pretraining import SpecialIds
-from bertlab.model_card import ModelCard, write_model_card
-from bertlab.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
-from bertlab.text_files import check_files
-from bertlab.tokenization import Tokenizer
-from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training import checkpointing
 from bertlab.training.budget import (
     FINETUNE_DROPOUT,
@@ -87,7 +88,6 @@ from bertlab.training.pretrain_stats import (
     plateau_warning,
     unigram_plateau,
 )
-from bertlab.wording import Worded
 
 logger = logging.getLogger(__name__)
 

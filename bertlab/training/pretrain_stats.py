@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from bertlab.metrics import roc_auc
-from bertlab.modeling import IGNORE_INDEX
-from bertlab.runtime import autocast
+from bertlab.core.metrics import roc_auc
+from bertlab.core.runtime import autocast
+from bertlab.network.bert import IGNORE_INDEX
 
 if TYPE_CHECKING:
     from bertlab.training.objectives import Objective
@@ -32,7 +32,7 @@ CAUSAL_NAMES = {
     "mlm_unigram_accuracy": "lm_unigram_accuracy",
 }
 # Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
-# token detection (`bertlab.electra`); rtd_weighted_loss_sum counts it as the loss does.
+# token detection (`bertlab.network.electra`); rtd_weighted_loss_sum counts it as the loss does.
 STATS = (
     "mlm_loss_sum",
     "mlm_correct",

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from bertlab.atomic import atomic_file
-from bertlab.basic_tokenization import build_normalizer, build_pre_tokenizer
+from bertlab.core.atomic import atomic_file
+from bertlab.core.optional import require
+from bertlab.core.text_files import read_lines
 from bertlab.data.corpus_format import TokenizedCorpus
 from bertlab.data.text_units import jieba_segmenter
-from bertlab.optional import require
-from bertlab.text_files import read_lines
+from bertlab.tokenizer.basic import build_normalizer, build_pre_tokenizer
 
 if TYPE_CHECKING:  # gensim is imported where it is used: pre-training and fine-tuning run without
     from gensim.models import Word2Vec

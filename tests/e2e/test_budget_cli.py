@@ -9,9 +9,9 @@ import torch
 
 from bertlab.cli import build_parser, main
 from bertlab.cli.pretrain import pretrain_run
-from bertlab.config import PRESETS, BertConfig, PretrainConfig, PretrainDataConfig
-from bertlab.modeling import BertEmbeddings, BertForPreTraining
-from bertlab.tokenization import Tokenizer
+from bertlab.core.config import PRESETS, BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.network.bert import BertEmbeddings, BertForPreTraining
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.training.metrics_log import read_metrics
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from bertlab.cli import main
-from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.network.bert import BertForPreTraining
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 
 pytestmark = pytest.mark.slow
 tf = pytest.importorskip("tensorflow")

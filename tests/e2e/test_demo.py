@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertlab import hub, optional
 from bertlab.apps.demo import DATA_DIR, RECIPES, run_demo
 from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH, WORD_VECTORS
 from bertlab.apps.flows import compare, sign_test
 from bertlab.cli import main
+from bertlab.core import hub, optional
 
 TINY = {
     "vocab_size": 2000,
@@ -64,7 +64,7 @@ def _tiny_recipe(lang: str, directory: Path):
 
 @pytest.fixture
 def shipped_models(tmp_path, monkeypatch, hub_model_folder) -> Path:
-    """bertlab.hub.SHIPPED_DIR holding the tiny released model as both languages' shipped
+    """bertlab.core.hub.SHIPPED_DIR holding the tiny released model as both languages' shipped
     model: another shape and vocabulary than the demo's."""
     shipped = tmp_path / "shipped"
     for lang in RECIPES:
@@ -176,7 +176,7 @@ def test_demo_command_rejects_bad_flags(capsys, tmp_path, shipped_models) -> Non
 def test_demo_without_gensim_skips_the_word_vectors_and_runs_the_rest(
     tmp_path, monkeypatch, shipped_models
 ) -> None:
-    """As on a machine without gensim (bertlab.optional): importing it fails as when it is not
+    """As on a machine without gensim (bertlab.core.optional): importing it fails as when it is not
     installed, the word-vector step and its row are skipped in one line, the rest runs."""
 
     def import_module(name: str, package: str | None = None):

@@ -21,10 +21,10 @@ from bertlab.apps.transfer_config import TransferConfig, experiment_settings
 from bertlab.apps.transfer_data import ROWS, TASK_TEXT_GROUP, task_splits
 from bertlab.apps.transfer_report import results_table, verdict
 from bertlab.cli import main
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 from bertlab.data.tasks.splits import phrase_roots
-from bertlab.modeling import BertModel
-from bertlab.tokenization import Tokenizer
+from bertlab.network.bert import BertModel
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import budget_recipe
 from bertlab.training.checkpointing import list_checkpoints
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertlab.cli import main
-from bertlab.heads import BertForTask
+from bertlab.network.heads import BertForTask
 from bertlab.task_families import make_task
 
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from bertlab.cli import main
-from bertlab.heads import BertForSequenceClassification
-from bertlab.inspection import (
+from bertlab.network.bert import BertForPreTraining
+from bertlab.network.heads import BertForSequenceClassification
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.use.inspection import (
     all_attention_maps,
     attention_maps,
     fill_mask,
@@ -18,8 +20,6 @@ from bertlab.inspection import (
     load_for_next_sentence,
     next_sentence_probabilities,
 )
-from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import Tokenizer
 
 
 @pytest.fixture

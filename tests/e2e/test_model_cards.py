@@ -11,8 +11,8 @@ from huggingface_hub import ModelCard
 
 from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import main
-from bertlab.config import BertConfig
-from bertlab.model_card import format_value
+from bertlab.core.config import BertConfig
+from bertlab.core.model_card import format_value
 
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
 

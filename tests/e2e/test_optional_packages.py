@@ -1,6 +1,7 @@
-"""The core commands run without the optional packages (bertlab.optional), as on a machine whose
-image lacks them: `--help`, `pretrain`, `finetune`, `evaluate` and `predict` exit 0, collecting
-the test suite does not fail, and a command that needs a missing package says which in one line.
+"""The core commands run without the optional packages (bertlab.core.optional), as on a machine
+whose image lacks them: `--help`, `pretrain`, `finetune`, `evaluate` and `predict` exit 0,
+collecting the test suite does not fail, and a command that needs a missing package says which
+in one line.
 
 Each run is a fresh interpreter in which every import finder answers "not found" for the hidden
 packages, as when they are not installed: `importlib.util.find_spec` gives None and `import`

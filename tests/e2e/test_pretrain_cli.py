@@ -19,9 +19,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from bertlab import checkpoint as hf_checkpoint
 from bertlab.cli import main
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
+from bertlab.network import checkpoint as hf_checkpoint
 from bertlab.training import checkpointing
 from bertlab.training.metrics_log import read_metrics
 
@@ -428,12 +428,14 @@ def test_a_full_disk_leaves_out_resumable_once_space_is_freed(
 
 # Runs `bertlab pretrain ARGS` and SIGKILLs itself at the KILL_AT-th moment of its checkpoint
 # writing (0: never; then it prints how many moments there were): before and after each step
-# bertlab.atomic takes (a temporary made, a file renamed, a directory removed) and each library
+# bertlab.core.atomic takes (a temporary made, a file renamed, a directory removed) and each library
 # write (safetensors, torch.save, tokenizers); at a safetensors moment, with the file half written.
 KILL_IN_CHECKPOINT = """
 import os, signal, sys, tempfile
 import torch
-from bertlab import atomic, checkpoint, tokenization
+from bertlab.core import atomic
+from bertlab.network import checkpoint
+from bertlab.tokenizer import wordpiece as tokenization
 from bertlab.cli import main
 from bertlab.training import checkpointing
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import build_parser, main
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 
 
 def _pretrain_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ import torch
 
 import bertlab
 
-# The web app's packages are optional (bertlab.optional): without them this file is skipped,
+# The web app's packages are optional (bertlab.core.optional): without them this file is skipped,
 # before the imports below (hence E402) that need them.
 pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
 
@@ -29,18 +29,22 @@ from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.fonts import CJK_FONT_CACHE_CONTROL, CJK_FONT_ROUTE
 from bertlab.apps.serve.models import CAPABILITIES
 from bertlab.apps.serve.server import allowed_hosts, load_models
-from bertlab.config import TaskDataConfig
+from bertlab.core.config import TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.encoding import split_words
 from bertlab.data.tasks.ner import TaggedSentence, entity_spans
 from bertlab.data.tasks.squad import SquadExample
-from bertlab.features import POOLING_ALIASES, POOLINGS
-from bertlab.heads import (
+from bertlab.network.bert import BertModel
+from bertlab.network.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertlab.inspection import (
+from bertlab.task_families import make_task, run_task
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training.pretrain_run import USES
+from bertlab.use.features import POOLING_ALIASES, POOLINGS
+from bertlab.use.inspection import (
     PACKAGED_CJK_FONT,
     all_attention_maps,
     fill_mask,
@@ -48,11 +52,7 @@ from bertlab.inspection import (
     load_with_lm_head,
     packaged_cjk_font_file,
 )
-from bertlab.language_model import LOG_PROBABILITY, PSEUDO_LOG_LIKELIHOOD, generate, score_texts
-from bertlab.modeling import BertModel
-from bertlab.task_families import make_task, run_task
-from bertlab.tokenization import Tokenizer
-from bertlab.training.pretrain_run import USES
+from bertlab.use.language_model import LOG_PROBABILITY, PSEUDO_LOG_LIKELIHOOD, generate, score_texts
 
 REVIEW = "Great phone, long battery life."
 NER_TEXT = "U.N. official Ekeus heads for Baghdad."

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
-# The web app's packages are optional (bertlab.optional): without them this file is skipped,
+# The web app's packages are optional (bertlab.core.optional): without them this file is skipped,
 # before the imports below (hence E402) that need them.
 pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is not installed")
 
 from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.server import allowed_hosts, load_models
-from bertlab.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.task_families import make_task
 from bertlab.training.finetune import ModelSource, finetune_task, read_task_data

@@ -18,9 +18,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertlab.checkpoint import LEGACY_WEIGHTS_NAME, WEIGHTS_NAME
 from bertlab.cli import main
 from bertlab.cli.serve import DEMO_COMMAND, model_arguments
+from bertlab.network.checkpoint import LEGACY_WEIGHTS_NAME, WEIGHTS_NAME
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 60

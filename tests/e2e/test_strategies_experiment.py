@@ -16,8 +16,8 @@ from bertlab.apps.strategies import (
 from bertlab.apps.strategies_report import model_name, results_table
 from bertlab.apps.transfer_data import ROWS, task_splits
 from bertlab.cli import main
-from bertlab.config import BertConfig
-from bertlab.tokenization import Tokenizer
+from bertlab.core.config import BertConfig
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 

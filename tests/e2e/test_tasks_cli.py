@@ -16,10 +16,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from bertlab import checkpoint as hf_checkpoint
 from bertlab.cli import build_parser, main
 from bertlab.cli import tasks as cli_tasks
-from bertlab.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.config import FinetuneConfig, TaskDataConfig
+from bertlab.network import checkpoint as hf_checkpoint
 
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
 EXIT_USER_ERROR = 1

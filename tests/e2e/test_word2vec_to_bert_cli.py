@@ -14,13 +14,13 @@ import torch
 
 from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import main
-from bertlab.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig, FinetuneConfig
 from bertlab.data.tasks.classification import Example
-from bertlab.features import load_features
 from bertlab.task_families import make_task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetune import ModelSource, TaskData, finetune_task
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.use.features import load_features
 
 
 @pytest.fixture(scope="module")

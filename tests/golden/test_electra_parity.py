@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.electra import ElectraForPreTraining
+from bertlab.core.config import BertConfig
+from bertlab.network.electra import ElectraForPreTraining
 
 pytestmark = pytest.mark.golden
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.features import extract_features, load_features, save_features
-from bertlab.modeling import BertModel
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.network.bert import BertModel
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
+from bertlab.use.features import extract_features, load_features, save_features
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.golden

@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.heads import (
+from bertlab.core.config import BertConfig
+from bertlab.network.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,

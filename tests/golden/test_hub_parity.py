@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import bertlab
-from bertlab.modeling import BertForPreTraining
+from bertlab.network.bert import BertForPreTraining
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.golden

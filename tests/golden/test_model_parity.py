@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import BertForPreTraining, BertModel
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.golden

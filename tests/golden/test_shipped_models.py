@@ -12,12 +12,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from bertlab import hub
-from bertlab.inspection import fill_mask, load_for_fill_mask
-from bertlab.language_model import score_texts
-from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.neighbours import word_vectors_in
-from bertlab.tokenization import Tokenizer
+from bertlab.core import hub
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.use.inspection import fill_mask, load_for_fill_mask
+from bertlab.use.language_model import score_texts
+from bertlab.use.neighbours import word_vectors_in
 
 pytestmark = pytest.mark.golden
 

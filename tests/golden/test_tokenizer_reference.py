@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.golden
 transformers = pytest.importorskip("transformers")
 
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer  # noqa: E402
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -25,9 +25,9 @@ import pytest
 import torch
 
 from bertlab.cli import main
-from bertlab.config import BertConfig
-from bertlab.modeling import BertForPreTraining
-from bertlab.runtime import DistributedContext, autocast, distributed
+from bertlab.core.config import BertConfig
+from bertlab.core.runtime import DistributedContext, autocast, distributed
+from bertlab.network.bert import BertForPreTraining
 from bertlab.training.metrics_log import read_metrics
 
 pytestmark = [

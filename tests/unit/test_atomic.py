@@ -1,4 +1,4 @@
-"""bertlab.atomic: every file and directory the project writes is complete or absent."""
+"""bertlab.core.atomic: every file and directory the project writes is complete or absent."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors import SafetensorError
 
-from bertlab import atomic
-from bertlab.atomic import (
+from bertlab.core import atomic
+from bertlab.core.atomic import (
     LOCK_FILE,
     WriteError,
     atomic_directory,

@@ -9,11 +9,11 @@ import json
 import pytest
 import torch
 
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import (
     ACCELERATOR_RECIPES,
     ACCELERATOR_SHAPES,
@@ -187,6 +187,6 @@ def test_measuring_times_real_steps_and_the_data_worker(pretrain_files, tmp_path
     assert plan.tokens_per_second["tiny"] > 0 and plan.loader_tokens_per_second > 0
     assert plan.tokens_per_second["tiny"] <= plan.loader_tokens_per_second
     tiny = BertConfig.from_preset("tiny", vocab_size=tokenizer.vocab_size)
-    from bertlab.modeling import BertForPreTraining
+    from bertlab.network.bert import BertForPreTraining
 
     assert plan.parameters["tiny"] == sum(p.numel() for p in BertForPreTraining(tiny).parameters())

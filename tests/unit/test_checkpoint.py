@@ -5,8 +5,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertlab.checkpoint import load_into, normalize_keys
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.checkpoint import load_into, normalize_keys
 from bertlab.training.checkpointing import STATE_FILE, load_state
 
 
@@ -58,7 +58,7 @@ def test_body_only_checkpoint_loads_into_pretraining_model_and_says_so(
     tmp_path, pretrained, batch, caplog
 ):
     pretrained.bert.save_pretrained(tmp_path)  # keys without the bert. prefix, no heads
-    with caplog.at_level(logging.WARNING, logger="bertlab.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.network.checkpoint"):
         loaded = BertForPreTraining.from_pretrained(tmp_path).eval()
     assert "newly initialized" in caplog.text and "cls.seq_relationship.weight" in caplog.text
     with torch.no_grad():
@@ -141,7 +141,7 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path, pretrained, monkeyp
     def broken_save(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("bertlab.checkpoint.save_file", broken_save)
+    monkeypatch.setattr("bertlab.network.checkpoint.save_file", broken_save)
     with pytest.raises(OSError, match="disk full"):
         pretrained.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == before

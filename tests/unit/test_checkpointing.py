@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.atomic import remove_temporaries
+from bertlab.core.atomic import remove_temporaries
 from bertlab.training.checkpointing import CHECKPOINTS_DIR, list_checkpoints, save_checkpoint
 
 CHECKPOINT_FILES = ["model.safetensors", "training_state.pt", "vocab.txt"]

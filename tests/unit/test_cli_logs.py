@@ -13,8 +13,10 @@ from bertlab.cli.logs import configure_logging
 configure_logging(int(sys.argv[1]))
 logging.getLogger("bertlab.training.finetune").info("epoch 1: train loss 0.5")
 for _ in range(3):  # each seed loads the model again
-    logging.getLogger("bertlab.checkpoint").info("newly initialized (not in m): classifier.bias")
-logging.getLogger("bertlab.checkpoint").warning("newly initialized (not in m): encoder.x")
+    logging.getLogger("bertlab.network.checkpoint").info(
+        "newly initialized (not in m): classifier.bias"
+    )
+logging.getLogger("bertlab.network.checkpoint").warning("newly initialized (not in m): encoder.x")
 logging.getLogger("gensim.models.word2vec").info("EPOCH 0 - PROGRESS: at 50.00% examples")
 logging.getLogger("gensim.utils").info("Word2Vec lifecycle event {'msg': 'training'}")
 logging.getLogger("uvicorn.error").info("Application startup complete.")

@@ -7,11 +7,11 @@ import random
 import pytest
 import torch
 
-from bertlab.config import PretrainDataConfig
+from bertlab.core.config import PretrainDataConfig
 from bertlab.data.collate import IGNORE_INDEX, collate_pretraining
 from bertlab.data.masking import make_example
 from bertlab.data.pretraining import Instance, SpecialIds
-from bertlab.modeling import BertForPreTraining
+from bertlab.network.bert import BertForPreTraining
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 

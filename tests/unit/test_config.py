@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bertlab.config import PRESETS, BertConfig, PretrainConfig, with_new_warmup_name
+from bertlab.core.config import PRESETS, BertConfig, PretrainConfig, with_new_warmup_name
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bertlab.core.text_files import read_lines
 from bertlab.data import corpus_encode
 from bertlab.data.corpus import (
     META_FILE,
@@ -20,9 +21,8 @@ from bertlab.data.corpus import (
 from bertlab.data.preflight import MAX_UNK_RATE
 from bertlab.data.pretraining import create_instances_from_document
 from bertlab.data.text_units import chinese_word_starts, split_sentences
-from bertlab.text_files import read_lines
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
-from bertlab.tokenizer_training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 
 SHARED_VOCAB = Path(__file__).resolve().parents[2].parent / "shared/data/vocab"
 
@@ -330,8 +330,8 @@ def test_bad_input_is_refused_in_one_line_naming_the_file_leaving_nothing(
     assert [path.name for path in tmp_path.iterdir()] == ["inputs"]  # no corpus, no staging
 
 
-# Tokenizer training reads the same files the same way (`bertlab.text_files`); a file with lines
-# but no token is a corpus-level notion, not the tokenizer's.
+# Tokenizer training reads the same files the same way (`bertlab.core.text_files`); a file with
+# lines but no token is a corpus-level notion, not the tokenizer's.
 TOKENIZER_BAD_INPUTS = [case for case in BAD_INPUTS if case[0] is not make_tokenless]
 
 

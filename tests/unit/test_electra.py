@@ -8,16 +8,16 @@ import json
 import pytest
 import torch
 
-from bertlab.config import BertConfig, ElectraConfig
-from bertlab.electra import (
+from bertlab.core.config import BertConfig, ElectraConfig
+from bertlab.network.bert import IGNORE_INDEX, BertModel
+from bertlab.network.electra import (
     ElectraForPreTraining,
     generator_config,
     replace_tokens,
     sample_tokens,
 )
-from bertlab.inspection import load_for_fill_mask
-from bertlab.modeling import IGNORE_INDEX, BertModel
 from bertlab.training.pretrain_stats import NEAR_CHANCE_AUC, near_chance_warning
+from bertlab.use.inspection import load_for_fill_mask
 
 CLS, SEP, MASK = 2, 3, 4
 

@@ -8,24 +8,24 @@ import dataclasses
 import pytest
 import torch
 
-from bertlab.config import FinetuneConfig
+from bertlab.core.config import FinetuneConfig
 from bertlab.data.tasks import TaggedSentence
-from bertlab.feature_heads import (
+from bertlab.network.bert import BertForPreTraining
+from bertlab.network.feature_heads import (
     LAYER_COMBINATIONS,
     BiLSTM,
     FeatureHeadConfig,
     ScalarMix,
     sentence_positions,
 )
-from bertlab.heads import (
+from bertlab.network.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertlab.modeling import BertForPreTraining
 from bertlab.task_families import make_task
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 from bertlab.training.finetune import ModelSource, TaskData, finetune_task
 
 WORDS = "the cat sat on mat dog ran paris london is big small".split()

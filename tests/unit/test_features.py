@@ -10,7 +10,8 @@ from bertlab.apps.serve import inference
 from bertlab.apps.serve.models import ServedModel
 from bertlab.cli import main
 from bertlab.data.collate import sorted_length_batches
-from bertlab.features import (
+from bertlab.network.bert import BertModel
+from bertlab.use.features import (
     CAUSAL_REFUSED_POOLINGS,
     PER_TEXT,
     POOLINGS,
@@ -20,8 +21,7 @@ from bertlab.features import (
     pad_sequences,
     pooled_features,
 )
-from bertlab.inspection import load_encoder
-from bertlab.modeling import BertModel
+from bertlab.use.inspection import load_encoder
 
 
 def test_sorted_length_batches_cover_every_index_once():

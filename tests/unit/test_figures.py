@@ -13,7 +13,7 @@ import torch
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402
 
-import bertlab.inspection as inspection  # noqa: E402
+import bertlab.use.inspection as inspection  # noqa: E402
 from bertlab.apps.demo_config import PRETRAINED, SCRATCH  # noqa: E402
 from bertlab.apps.demo_report import (  # noqa: E402
     comparison_figure,

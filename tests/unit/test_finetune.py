@@ -8,13 +8,13 @@ import random
 import pytest
 import torch
 
-from bertlab.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.splits import holdout_split
 from bertlab.data.tasks.squad import Answer, SquadExample
-from bertlab.heads import BertForSequenceClassification
+from bertlab.network.heads import BertForSequenceClassification
 from bertlab.task_families import make_task
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 from bertlab.training.finetune import (
     ModelSource,
     TaskData,

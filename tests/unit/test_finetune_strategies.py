@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from bertlab.config import FinetuneConfig
-from bertlab.heads import BertForSequenceClassification, BertForTokenClassification
-from bertlab.modeling import BertForPreTraining
+from bertlab.core.config import FinetuneConfig
+from bertlab.network.bert import BertForPreTraining
+from bertlab.network.heads import BertForSequenceClassification, BertForTokenClassification
 from bertlab.training.finetune_loop import (
     FinetuneLoop,
     apply_freezing,

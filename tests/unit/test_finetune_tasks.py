@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from bertlab.core.metrics import METRIC_SETS
 from bertlab.data.tasks.ner import TaggedSentence
-from bertlab.heads import BertForSequenceClassification
-from bertlab.metrics import METRIC_SETS
+from bertlab.network.heads import BertForSequenceClassification
 from bertlab.task_families import (
     PRIMARY_METRIC,
     make_task,

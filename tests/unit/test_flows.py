@@ -6,7 +6,7 @@ import json
 import math
 
 from bertlab.apps.flows import compare, sign_test, summary
-from bertlab.atomic import json_text
+from bertlab.core.atomic import json_text
 
 
 def test_the_pre_trained_model_wins_only_beyond_the_larger_seed_spread() -> None:

@@ -7,13 +7,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.heads import (
+from bertlab.network.bert import BertForPreTraining
+from bertlab.network.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertlab.modeling import BertForPreTraining
 
 TEST_DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -205,7 +205,7 @@ def test_pretraining_checkpoint_loads_into_a_head_and_says_what_is_new(
     torch.manual_seed(0)
     pretrained = BertForPreTraining(tiny_config).eval()
     pretrained.save_pretrained(tmp_path)
-    with caplog.at_level(logging.INFO, logger="bertlab.checkpoint"):
+    with caplog.at_level(logging.INFO, logger="bertlab.network.checkpoint"):
         head = cls.from_pretrained(tmp_path, **kwargs).eval()
     assert "newly initialized" in caplog.text
     # the head is new whenever a pre-trained model is fine-tuned: said, but not as a warning

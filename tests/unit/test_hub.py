@@ -15,12 +15,17 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from bertlab import hub
-from bertlab.checkpoint import CONFIG_NAME, LEGACY_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
-from bertlab.model_card import CARD_NAME
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.core import hub
+from bertlab.core.model_card import CARD_NAME
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.checkpoint import (
+    CONFIG_NAME,
+    LEGACY_WEIGHTS_NAME,
+    WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME,
+)
 from bertlab.task_families import TASK_FILE
-from bertlab.tokenization import TOKENIZER_FILES, Tokenizer
+from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer
 
 if TYPE_CHECKING:
     import httpx2

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertlab.inspection import check_reads_both_sides, fill_mask
-from bertlab.language_model import (
+from bertlab.network.bert import BertForPreTraining
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
+from bertlab.use.inspection import check_reads_both_sides, fill_mask
+from bertlab.use.language_model import (
     LOG_PROBABILITY,
     PSEUDO_LOG_LIKELIHOOD,
     generate,
     score_texts,
 )
-from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
 
 WORDS = "the cat sat on a mat dog ran far away".split()
 

@@ -15,19 +15,23 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 
 # Lowest first. A module may import from its own layer and the layers below it, never above.
+# An entry names a folder or a module (dotted, below bertlab); a module's layer is its longest
+# entry. The package's root holds one folder per group of layers.
 LAYERS = (
-    ("atomic", "text_files", "optional", "wording"),  # whole files; corpus files; extras; words
-    ("config", "metrics", "runtime", "threads", "tokenization_fast", "hub", "model_card"),
-    ("basic_tokenization",),  # BERT's normalization and pre-tokenization as tokenizers steps
-    ("tokenization",),
-    ("tokenizer_training",),
+    ("core", "tokenizer", "network"),  # the folders themselves: docstrings only
+    ("core.atomic", "core.text_files", "core.optional", "core.wording"),  # files; extras; words
+    ("core.config", "core.metrics", "core.runtime", "core.threads", "core.hub", "core.model_card"),
+    ("tokenizer.fast",),  # bulk encoding through a chunk cache (no BERT rules of its own)
+    ("tokenizer.basic",),  # BERT's normalization and pre-tokenization as tokenizers steps
+    ("tokenizer.wordpiece",),
+    ("tokenizer.training",),
     ("data",),  # pure data code: never the model
-    ("checkpoint", "tf_checkpoint"),  # file formats and key names, not model classes
-    ("modeling",),
-    ("heads", "feature_heads", "electra"),
+    ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
+    ("network.bert",),
+    ("network.heads", "network.feature_heads", "network.electra"),
     ("task_families",),
     ("training",),
-    ("features", "inspection", "pretrained", "language_model", "neighbours"),
+    ("use",),  # features, fill-mask and attention, bertlab.load, sentence scores, neighbours
     ("apps",),  # the demo and the experiments: compositions of library calls
     ("__init__",),  # the package's public API
     ("cli", "__main__"),  # the only code that reads argv; may import lazily (fast --help)
@@ -103,11 +107,16 @@ def _imports(modules: dict[str, Path]) -> tuple[dict[str, set[str]], list[str]]:
 
 
 def _layer(module: str) -> int:
-    relative = module.split(".")[1:] or ["__init__"]
-    for index, names in enumerate(LAYERS):
-        if relative[0] in names:
-            return index
-    raise AssertionError(f"bertlab.{'.'.join(relative)} is in no layer of LAYERS")
+    relative = ".".join(module.split(".")[1:]) or "__init__"
+    found = [
+        (len(name), index)
+        for index, names in enumerate(LAYERS)
+        for name in names
+        if relative == name or relative.startswith(name + ".")
+    ]
+    if not found:
+        raise AssertionError(f"bertlab.{relative} is in no layer of LAYERS")
+    return max(found)[1]
 
 
 def test_every_module_has_a_layer() -> None:
@@ -165,8 +174,10 @@ def test_the_checks_see_a_cycle_and_a_local_import(tmp_path, monkeypatch) -> Non
     (package / "data" / "b.py").write_text("def f():\n    from bertlab.data import a\n")
     (package / "data" / "c.py").write_text("import bertlab.data.d\n")
     (package / "data" / "d.py").write_text("from bertlab.data.c import x\nfrom .a import y\n")
-    (package / "modeling.py").write_text("")
-    (package / "config.py").write_text("from bertlab import modeling\n")
+    (package / "core").mkdir()
+    (package / "network").mkdir()
+    (package / "network" / "bert.py").write_text("")
+    (package / "core" / "config.py").write_text("from bertlab.network import bert\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
     modules = _modules()
     graph, local = _imports(modules)
@@ -175,7 +186,7 @@ def test_the_checks_see_a_cycle_and_a_local_import(tmp_path, monkeypatch) -> Non
     assert local == ["bertlab/data/b.py:2"]
     with pytest.raises(AssertionError, match="bertlab.data.c -> bertlab.data.d"):
         test_there_are_no_import_cycles()
-    with pytest.raises(AssertionError, match="config .* imports bertlab.modeling"):
+    with pytest.raises(AssertionError, match="bertlab.core.config .* imports bertlab.network.bert"):
         test_imports_point_down_the_layers()
     with pytest.raises(AssertionError, match="bertlab/data/b.py:2"):
         test_only_the_cli_imports_bertlab_modules_inside_functions()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from bertlab.apps.flows import check_settings
-from bertlab.checkpoint import read_model
 from bertlab.cli.wording import error_in_flag_words
+from bertlab.core.wording import Worded
 from bertlab.data.tasks.classification import ColumnSpec, read_classification
-from bertlab.tokenization import Tokenizer
+from bertlab.network.checkpoint import read_model
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
-from bertlab.wording import Worded
 
 
 def test_a_worded_message_is_in_the_apis_words_and_the_flags_words_on_demand() -> None:

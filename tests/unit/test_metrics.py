@@ -11,12 +11,13 @@ import pytest
 import scipy.stats
 import sklearn.metrics
 
-from bertlab import metrics
+from bertlab.core import metrics
 from bertlab.data.tasks.scoring import compute_metrics
 
 TASK_DATA = Path(__file__).resolve().parent.parent / "data" / "tasks"
 ENTITY_TYPES = ("PER", "LOC", "ORG")
-# Entity-level scores need seqeval, an optional package (bertlab.optional); the rest run without.
+# Entity-level scores need seqeval, an optional package (bertlab.core.optional); the rest run
+# without.
 needs_seqeval = pytest.mark.skipif(
     importlib.util.find_spec("seqeval") is None, reason="seqeval is not installed"
 )

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlab.config import BertConfig
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import BertForPreTraining, BertModel
 
 TEST_DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -7,10 +7,19 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab import inspection
-from bertlab.inspection import cjk_fonts
-from bertlab.modeling import BertModel
-from bertlab.neighbours import (
+from bertlab.core.text_files import read_lines
+from bertlab.network.bert import BertModel
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
+from bertlab.training.word_vectors import (
+    WordVectorConfig,
+    nearest_words,
+    train_word_level_vectors,
+    word_splitter,
+    write_word_corpus,
+)
+from bertlab.use import inspection
+from bertlab.use.inspection import cjk_fonts
+from bertlab.use.neighbours import (
     Occurrence,
     contextual_neighbours,
     embedding_neighbours,
@@ -19,15 +28,6 @@ from bertlab.neighbours import (
     reference_sentences,
     word_spans,
     word_vectors_in,
-)
-from bertlab.text_files import read_lines
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
-from bertlab.training.word_vectors import (
-    WordVectorConfig,
-    nearest_words,
-    train_word_level_vectors,
-    word_splitter,
-    write_word_corpus,
 )
 
 WORDS = "the bank river loan approved flooded of a money water 打 电 话 篮 球".split()

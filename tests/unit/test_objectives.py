@@ -1,5 +1,5 @@
 """The table of pre-training objectives (`bertlab.training.objectives.OBJECTIVES` and its data
-half, `bertlab.config.OBJECTIVE_DATA`): what each entry says, that it says the truth about the
+half, `bertlab.core.config.OBJECTIVE_DATA`): what each entry says, that it says the truth about the
 data, the model and the statistics, and that a new objective is one entry the run follows."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from bertlab.apps.ablation_config import OBJECTIVES as ABLATION_OBJECTIVES
 from bertlab.apps.transfer_config import PRETRAIN_OBJECTIVES
 from bertlab.cli import build_parser
-from bertlab.config import (
+from bertlab.core.config import (
     OBJECTIVE_DATA,
     BertConfig,
     ElectraConfig,
@@ -27,8 +27,8 @@ from bertlab.config import (
 from bertlab.data.collate import collate_pretraining
 from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import SpecialIds, create_instances_from_document
-from bertlab.electra import ElectraForPreTraining
-from bertlab.modeling import IGNORE_INDEX, BertForPreTraining
+from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
+from bertlab.network.electra import ElectraForPreTraining
 from bertlab.training import pretrain_run
 from bertlab.training.objectives import (
     FINAL_DIR,

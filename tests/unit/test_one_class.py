@@ -9,11 +9,11 @@ import pytest
 
 from bertlab.apps.flows import ONE_CLASS, one_class_runs, seed_dir
 from bertlab.apps.transfer_report import results_table
-from bertlab.config import FinetuneConfig
+from bertlab.core.config import FinetuneConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.ner import TaggedSentence
 from bertlab.task_families import make_task
-from bertlab.tokenization import SPECIAL_TOKENS
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS
 from bertlab.training.finetune import ModelSource, TaskData, finetune_task, summarize_seeds
 from bertlab.training.finetune_loop import FinetuneResult
 from bertlab.training.one_class import OneClassCollapse, one_class_collapse

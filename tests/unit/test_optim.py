@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertlab.modeling import BertForPreTraining
+from bertlab.network.bert import BertForPreTraining
 from bertlab.training.optim import (
     ADAM_BETAS,
     ADAM_EPSILON,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from bertlab.modeling import IGNORE_INDEX
+from bertlab.network.bert import IGNORE_INDEX
 from bertlab.training.pretrain_stats import (
     PLATEAU_MARGIN,
     plateau_warning,

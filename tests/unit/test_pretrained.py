@@ -12,12 +12,12 @@ import pytest
 import torch
 
 import bertlab
-from bertlab.config import BertConfig, FinetuneConfig
-from bertlab.heads import BertForSequenceClassification
-from bertlab.inspection import fill_mask
-from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.tokenization import Tokenizer
+from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.heads import BertForSequenceClassification
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetune import default_finetune_config
+from bertlab.use.inspection import fill_mask
 
 TRAIN = [
     ("a gripping , funny film", "1"),

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from bertlab.config import PretrainDataConfig
+from bertlab.core.config import PretrainDataConfig
 from bertlab.data import masking, pretraining, text_units
 from bertlab.data.masking import (
     IS_NEXT_LABEL,

@@ -15,9 +15,9 @@ from bertlab.data.tasks.encoding import split_words
 from bertlab.data.tasks.ner import entity_spans
 from bertlab.data.tasks.squad import SquadExample
 from bertlab.data.tasks.squad_encoding import best_spans, decode_squad, encode_squad
-from bertlab.inspection import all_attention_maps, attention_maps, fill_mask, fill_masks
-from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.network.bert import BertForPreTraining
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
+from bertlab.use.inspection import all_attention_maps, attention_maps, fill_mask, fill_masks
 
 WORDS = "ekeus went to baghdad . who ? ada love ##lace wrote 北 京 人".split()
 

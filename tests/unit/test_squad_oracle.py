@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bertlab.core.metrics import squad_em_f1, squad_exact_match
 from bertlab.data.tasks.squad import gold_answers, read_squad
 from bertlab.data.tasks.squad_encoding import MAX_ANSWER_LENGTH, decode_squad, encode_squad
-from bertlab.metrics import squad_em_f1, squad_exact_match
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 ORACLE_SCORE = 10.0
 # As tests/conftest.py's `shared_data`, which is function-scoped; encoding once per module saves

@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 import torch
 
-from bertlab.config import PretrainDataConfig
+from bertlab.core.config import PretrainDataConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import (
@@ -12,7 +12,7 @@ from bertlab.data.stream import (
     StreamSpec,
     held_out_batches,
 )
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 
 
 @pytest.fixture(scope="module", params=["mlm+nsp", "mlm packed"])

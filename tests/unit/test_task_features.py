@@ -32,13 +32,13 @@ from bertlab.data.tasks.squad_encoding import (
     encode_squad,
     is_max_context,
 )
-from bertlab.heads import (
+from bertlab.network.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertlab.tokenization import SPECIAL_TOKENS, Tokenizer
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 
 WORDS = (
     "the cat sat on mat johan ##son lives in paris who ? . , she opens door walks flies "

@@ -19,7 +19,7 @@ from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import ROWS, task_splits
 from bertlab.cli import build_parser, main
 from bertlab.cli import tasks as cli_tasks
-from bertlab.config import TaskDataConfig
+from bertlab.core.config import TaskDataConfig
 from bertlab.data.tasks import registry
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.files import existing_file, require_examples

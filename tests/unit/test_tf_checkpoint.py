@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.checkpoint import TIED_KEYS
 from bertlab.cli import main
-from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.tf_checkpoint import (
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.checkpoint import TIED_KEYS
+from bertlab.network.tf_checkpoint import (
     hf_key,
     infer_lowercase,
     is_google_folder,
     pretraining_keys,
     state_dict_from_tf,
 )
-from bertlab.tokenization import SPECIAL_TOKENS, read_vocab_file
+from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, read_vocab_file
 
 TEST_DATA = Path(__file__).resolve().parents[1] / "data"
 

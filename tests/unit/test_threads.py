@@ -1,5 +1,5 @@
 """Threads on a busy machine: the OpenMP wait policy set before torch loads, `--threads` for every
-command (bertlab.threads, bertlab.cli)."""
+command (bertlab.core.threads, bertlab.cli)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bertlab.cli import build_parser, main
-from bertlab.threads import WAIT_POLICY_VARIABLE, set_threads
+from bertlab.core.threads import WAIT_POLICY_VARIABLE, set_threads
 
 
 def _policy_after(code: str, policy: str | None = None) -> str:
@@ -83,7 +83,7 @@ def test_threads_zero_is_one_line_for_any_command(capsys):
 
 def _pretraining_losses(pretrain_files, out: Path, policy: str) -> list[float]:
     """Training losses of 4 steps of a 2-layer model in a fresh process under `policy`."""
-    from bertlab.config import BertConfig
+    from bertlab.core.config import BertConfig
 
     vocab, corpus = pretrain_files
     config = out.parent / f"{out.name}-config.json"

@@ -1,4 +1,5 @@
-"""Unit tests of `bertlab.tokenization` and `bertlab.tokenizer_training` on a tiny vocabulary."""
+"""Unit tests of `bertlab.tokenizer.wordpiece` and `bertlab.tokenizer.training` on a tiny
+vocabulary."""
 
 from __future__ import annotations
 
@@ -11,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.basic_tokenization import character_classes
-from bertlab.tokenization import (
+from bertlab.tokenizer.basic import character_classes
+from bertlab.tokenizer.fast import ChunkCache
+from bertlab.tokenizer.training import (
+    TokenizerTrainingConfig,
+    finalize_vocab,
+    train_tokenizer,
+)
+from bertlab.tokenizer.wordpiece import (
     SPECIAL_TOKENS,
     Tokenizer,
     TokenizerOptions,
     longest_first_lengths,
     read_vocab_file,
-)
-from bertlab.tokenization_fast import ChunkCache
-from bertlab.tokenizer_training import (
-    TokenizerTrainingConfig,
-    finalize_vocab,
-    train_tokenizer,
 )
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "bertlab"
@@ -244,8 +245,8 @@ def test_missing_empty_or_incomplete_vocabulary_is_a_clear_error(tmp_path):
 
 
 def test_tokenizer_modules_do_not_import_torch():
-    for name in ("tokenization.py", "tokenization_fast.py", "tokenizer_training.py"):
-        tree = ast.parse((PACKAGE_DIR / name).read_text(encoding="utf-8"))
+    for name in ("wordpiece.py", "fast.py", "basic.py", "training.py"):
+        tree = ast.parse((PACKAGE_DIR / "tokenizer" / name).read_text(encoding="utf-8"))
         imported = {
             alias.name
             for node in ast.walk(tree)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.runtime import (
+from bertlab.core.runtime import (
     DistributedContext,
     autocast,
     resolve_precision,

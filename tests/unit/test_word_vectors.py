@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 from bertlab.data.corpus import build_corpus
-from bertlab.modeling import BertModel
-from bertlab.tokenization import Tokenizer
+from bertlab.network.bert import BertModel
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.word_vectors import (
     WordVectorConfig,
     analogy,

@@ -60,7 +60,7 @@ from bertlab.apps.serve.schemas import (
     TagRequest,
 )
 from bertlab.apps.serve.settings import ServeLimits
-from bertlab.tokenization import MASK_TOKEN
+from bertlab.tokenizer.wordpiece import MASK_TOKEN
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fontTools.ttLib import TTCollection
 
-from bertlab.inspection import PACKAGED_CJK_FONT, packaged_cjk_font_file
+from bertlab.use.inspection import PACKAGED_CJK_FONT, packaged_cjk_font_file
 
 CJK_FONT_ROUTE = "/fonts/noto-sans-cjk-sc.otf"
 CJK_FONT_MEDIA_TYPE = "font/otf"

@@ -16,15 +16,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from bertlab.apps.serve.models import ServedModel
+from bertlab.core.metrics import OUTSIDE_TAG
 from bertlab.data.tasks.classification import Example
 from bertlab.data.tasks.encoding import split_words
 from bertlab.data.tasks.ner import TaggedSentence, entity_spans
 from bertlab.data.tasks.squad import SquadExample
 from bertlab.data.tasks.squad_encoding import best_spans
-from bertlab.features import PER_TEXT, check_pooling, extract_features
-from bertlab.inspection import all_attention_maps, fill_masks
-from bertlab.metrics import OUTSIDE_TAG
 from bertlab.task_families import predict_rows
+from bertlab.use.features import PER_TEXT, check_pooling, extract_features
+from bertlab.use.inspection import all_attention_maps, fill_masks
 
 BATCH_SIZE = 32  # sequences per forward pass; a batch of requests is cut into such passes
 PRECISION = "fp32"  # CPU inference: bf16 autocast is slower than fp32 on most laptop CPUs

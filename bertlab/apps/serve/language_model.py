@@ -2,7 +2,7 @@
 prompts (`generate`, a left-to-right model) and sentence scores (`score`, any language model).
 
 Each function takes a `ServedModel` and a batch of inputs and returns one JSON-ready record per
-input, in order, as `inference` does for the other tasks; each is `bertlab.language_model`'s
+input, in order, as `inference` does for the other tasks; each is `bertlab.use.language_model`'s
 call, the one `bertlab generate` and `bertlab score-text` make, so the answers equal theirs.
 """
 
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 from bertlab.apps.serve.inference import BATCH_SIZE, Record
 from bertlab.apps.serve.models import ServedModel
-from bertlab.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K, generate, score_texts
-from bertlab.tokenization import NUM_SPECIAL_TOKENS_SINGLE
+from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE
+from bertlab.use.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K, generate, score_texts
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """How `generate` samples (`bertlab.language_model.generate`'s arguments and defaults)."""
+    """How `generate` samples (`bertlab.use.language_model.generate`'s arguments and defaults)."""
 
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 1.0

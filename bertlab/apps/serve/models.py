@@ -29,15 +29,15 @@ from typing import Any
 
 from safetensors import SafetensorError, safe_open
 
-from bertlab.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME, normalize_keys
-from bertlab.config import TaskDataConfig, read_json_object
+from bertlab.core.config import TaskDataConfig, read_json_object
 from bertlab.data.tasks.classification import ColumnSpec
-from bertlab.heads import BertForLabels, BertForTask
-from bertlab.inspection import MLM_HEAD_KEY, load_encoder, load_with_lm_head
-from bertlab.modeling import BertForPreTraining, BertModel
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME, normalize_keys
+from bertlab.network.heads import BertForLabels, BertForTask
 from bertlab.task_families import ClassificationTask, Task, make_task, read_task_file
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretrain_run import language_model_uses
+from bertlab.use.inspection import MLM_HEAD_KEY, load_encoder, load_with_lm_head
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bertlab.features import POOLING_ALIASES, POOLINGS
-from bertlab.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+from bertlab.use.features import POOLING_ALIASES, POOLINGS
+from bertlab.use.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 Texts = Annotated[
@@ -93,7 +93,7 @@ class EmbedRequest(Request):
     texts: Texts
     pooling: PoolingName = Field(
         "mean",
-        description="bertlab embed's names (bertlab.features.POOLINGS), at the last layer: one "
+        description="bertlab embed's names (bertlab.use.features.POOLINGS), at the last layer: one "
         "vector per text (cls; mean over the pieces; last, a left-to-right model's; pooler, the "
         "pooled [CLS] vector) or one per piece (pieces; tokens, its old name) or per word "
         "(first, mean-pieces)",

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from bertlab import hub
 from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.models import ServedModel, load_served_model
 from bertlab.apps.serve.settings import ServeConfig
+from bertlab.core import hub
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertlab.core.wording import Worded
 from bertlab.data.tasks.files import at, existing_file, read_jsonl, require_examples, text_lines
-from bertlab.wording import Worded
 
 Column = str | int  # a header name, or a 0-based position in files without a header
 

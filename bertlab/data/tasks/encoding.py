@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from bertlab.core.metrics import OUTSIDE_TAG
 from bertlab.data.collate import IGNORE_INDEX
 from bertlab.data.tasks.classification import Example
 from bertlab.data.tasks.multiple_choice import MultipleChoiceExample
 from bertlab.data.tasks.ner import TaggedSentence
-from bertlab.metrics import OUTSIDE_TAG
-from bertlab.tokenization import NUM_SPECIAL_TOKENS_SINGLE, Tokenizer
+from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE, Tokenizer
 
 logger = logging.getLogger(__name__)
 

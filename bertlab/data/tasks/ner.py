@@ -9,7 +9,7 @@ Tag schemes: a file whose tags use only B-/I-/O is normalized to IOB2 (`to_iob2`
 where B- marks only an entity that directly follows one of the same type, are converted, and IOB2
 files pass through unchanged. BMES/BIOES files (any M-, E- or S- tag) keep their tags, so a model
 learns and predicts the original scheme; scoring maps them to BIO prefixes
-(`bertlab.metrics.bio_tags`) and applies CoNLL semantics with seqeval's default mode.
+(`bertlab.core.metrics.bio_tags`) and applies CoNLL semantics with seqeval's default mode.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertlab.core.metrics import OUTSIDE_TAG, bio_tags
 from bertlab.data.tasks.files import at, existing_file, require_examples, text_lines
-from bertlab.metrics import OUTSIDE_TAG, bio_tags
 
 logger = logging.getLogger(__name__)
 

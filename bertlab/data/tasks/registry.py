@@ -2,7 +2,7 @@
 
 A declaration says how the task's files are read (its reader, one function of this package),
 which family it belongs to (the head and the prediction format, `bertlab.task_families`), its
-labels, its metric set (`bertlab.metrics.METRIC_SETS`), where its training file lies in the
+labels, its metric set (`bertlab.core.metrics.METRIC_SETS`), where its training file lies in the
 shared data layout, and its fine-tuning defaults. `bertlab finetune|evaluate|predict|score`
 take `--task NAME` from here, `bertlab experiment transfer` finds its files here, and the
 docs' task list is checked against it (`tests/unit/test_task_registry.py`).
@@ -46,7 +46,7 @@ class TaskSpec:
         label_names: what each label means, in the order of `labels`, where the dataset names
             its labels (SST-2's "0" is negative); predictions, the server and its page show
             them. None where the labels are not named (the generic tasks).
-        metrics: the metric set, a key of `bertlab.metrics.METRIC_SETS`.
+        metrics: the metric set, a key of `bertlab.core.metrics.METRIC_SETS`.
         description: one line for `--help` and the docs' task list.
         is_regression: the label is a real number (STS-B).
         is_pair: examples have a second text.

@@ -19,12 +19,12 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from bertlab.core.metrics import METRIC_SETS, squad_em_f1
 from bertlab.data.tasks.classification import ColumnSpec, read_classification
 from bertlab.data.tasks.files import at, read_json, read_jsonl
 from bertlab.data.tasks.ner import TaggedSentence, read_tagging
 from bertlab.data.tasks.registry import TaskSpec, get_task
 from bertlab.data.tasks.squad import gold_answers
-from bertlab.metrics import METRIC_SETS, squad_em_f1
 
 logger = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ def read_squad(path: Path | str, require_answers: bool = True) -> list[SquadExam
 
 
 def gold_answers(examples: list[SquadExample]) -> dict[str, list[str]]:
-    """Question id -> gold answer texts, the references of `bertlab.metrics.squad_em_f1`."""
+    """Question id -> gold answer texts, the references of `bertlab.core.metrics.squad_em_f1`."""
     return {example.id: [answer.text for answer in example.answers] for example in examples}
 
 

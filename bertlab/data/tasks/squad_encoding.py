@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertlab.data.tasks.squad import SquadExample
-from bertlab.tokenization import PAIR_SEGMENT_ID, Tokenizer
+from bertlab.tokenizer.wordpiece import PAIR_SEGMENT_ID, Tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab import checkpoint
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
+from bertlab.network import checkpoint
 
 IGNORE_INDEX = -100  # label value that the losses skip (PyTorch's and HF's convention)
 NUM_NSP_CLASSES = 2  # BERT paper Sec. 3.1 Task #2: IsNext / NotNext
@@ -383,7 +383,7 @@ class BertPreTrainedModel(nn.Module):
         logged; weights with the wrong shape are refused with a `ValueError`.
 
         Args:
-            directory: a model folder, or a Hugging Face Hub repository id (`bertlab.hub`).
+            directory: a model folder, or a Hugging Face Hub repository id (`bertlab.core.hub`).
             config: the architecture to build instead of the folder's config.json.
             revision: the Hub revision (branch, tag or commit) of an id; None: `main`.
             **kwargs: constructor arguments of the class (e.g. `num_labels`).

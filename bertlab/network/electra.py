@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab import checkpoint
-from bertlab.config import BertConfig, ElectraConfig
-from bertlab.modeling import (
+from bertlab.core.config import BertConfig, ElectraConfig
+from bertlab.network import checkpoint
+from bertlab.network.bert import (
     ACTIVATIONS,
     IGNORE_INDEX,
     BertEncoder,
@@ -87,7 +87,7 @@ class ElectraGeneratorHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, embedding_size)
         self.activation = ACTIVATIONS[config.hidden_act]
-        # HF layout name, as in modeling.py: `LayerNorm` is not snake_case.
+        # HF layout name, as in bert.py: `LayerNorm` is not snake_case.
         self.LayerNorm = nn.LayerNorm(embedding_size, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
-from bertlab.features import pad_sequences
-from bertlab.modeling import BertForPreTraining
-from bertlab.tokenization import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
-from bertlab.wording import quoted
+from bertlab.core.wording import quoted
+from bertlab.network.bert import BertForPreTraining
+from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
+from bertlab.use.features import pad_sequences
 
 LOG_PROBABILITY = "log-probability"  # a causal model's: a true log-probability
 PSEUDO_LOG_LIKELIHOOD = "pseudo-log-likelihood"  # a masked model's (Salazar et al. 2020)

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from bertlab.config import BertConfig
+from bertlab.core.config import BertConfig
 
 # --- reading the encoder: the sentence position and the layers -----------------------------------
 

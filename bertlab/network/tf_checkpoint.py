@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.atomic import atomic_directory
-from bertlab.checkpoint import CONFIG_NAME, GOOGLE_CONFIG_NAME, save_model
-from bertlab.config import BertConfig, read_json_object
-from bertlab.tokenization import Tokenizer, TokenizerOptions, read_vocab_file
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.config import BertConfig, read_json_object
+from bertlab.network.checkpoint import CONFIG_NAME, GOOGLE_CONFIG_NAME, save_model
+from bertlab.tokenizer.wordpiece import Tokenizer, TokenizerOptions, read_vocab_file
 
 logger = logging.getLogger(__name__)
 

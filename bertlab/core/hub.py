@@ -9,7 +9,8 @@ brings revisions (branches, tags, commits), resumable downloads, `HF_HUB_OFFLINE
 only, no network) and access tokens from `hf auth login` or `HF_TOKEN`.
 
 Weights: `model.safetensors` (or its shards) when the repository has it; otherwise
-`pytorch_model.bin`, which `bertlab.checkpoint` reads with `torch.load(weights_only=True)` only.
+`pytorch_model.bin`, which `bertlab.network.checkpoint` reads with
+`torch.load(weights_only=True)` only.
 
 Models pre-trained by bertlab itself ship inside the package and load by a short name in every
 `--model`: `bertlab:mini-reviews-en` is the folder `bertlab/models/mini-reviews-en` (a plain
@@ -79,7 +80,7 @@ LEGACY_NAMES = {
     )
 }
 SHIPPED_PREFIX = "bertlab:"  # bertlab:NAME is a model shipped in SHIPPED_DIR/NAME
-SHIPPED_DIR = Path(__file__).resolve().parent / "models"
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "models"
 SHIPPED_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")  # a folder of SHIPPED_DIR, never a path
 # Names with these endings are files someone meant to pass (a vocab.txt, a config.json, ...).
 FILE_SUFFIXES = (".txt", ".json", ".bin", ".safetensors", ".ckpt", ".index", ".zip", ".gz")

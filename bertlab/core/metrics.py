@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from bertlab.optional import require
+from bertlab.core.optional import require
 
 # The positive class of the binary GLUE tasks MRPC and QQP ("1" = paraphrase / duplicate).
 POSITIVE_LABEL = 1

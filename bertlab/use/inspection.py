@@ -3,7 +3,7 @@
 Both work on any bertlab or Hugging Face-layout directory that holds `config.json`, the weights
 and `vocab.txt`. Fill-mask needs the masked-LM head, which pre-trained checkpoints have and
 fine-tuned ones usually do not, and a model that reads both sides (a left-to-right model
-predicts the next token instead: `bertlab.language_model`); attention maps need only the
+predicts the next token instead: `bertlab.use.language_model`); attention maps need only the
 encoder. Figures with Chinese text find a CJK font (`cjk_fonts`) or say in the figure that
 there is none.
 """
@@ -23,15 +23,15 @@ from pathlib import Path
 
 import torch
 
-from bertlab import checkpoint
-from bertlab.atomic import atomic_file
-from bertlab.basic_tokenization import is_cjk_ideograph
-from bertlab.config import BertConfig
-from bertlab.electra import GENERATOR_ARCHITECTURE
-from bertlab.model_card import card_setting
-from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.tokenization import MASK_TOKEN, NUM_SPECIAL_TOKENS_PAIR, Tokenizer
-from bertlab.wording import quoted
+from bertlab.core.atomic import atomic_file
+from bertlab.core.config import BertConfig
+from bertlab.core.model_card import card_setting
+from bertlab.core.wording import quoted
+from bertlab.network import checkpoint
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.electra import GENERATOR_ARCHITECTURE
+from bertlab.tokenizer.basic import is_cjk_ideograph
+from bertlab.tokenizer.wordpiece import MASK_TOKEN, NUM_SPECIAL_TOKENS_PAIR, Tokenizer
 
 logger = logging.getLogger(__name__)
 

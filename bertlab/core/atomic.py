@@ -44,7 +44,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from bertlab.wording import Worded
+from bertlab.core.wording import Worded
 
 # tempfile makes private files (0o600) and directories (0o700); what bertlab writes is for sharing.
 FILE_MODE = 0o644

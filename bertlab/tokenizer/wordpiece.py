@@ -3,7 +3,7 @@
 Google's reference (google-research/bert `tokenization.py`, kept in `transformers` as
 `BertTokenizerLegacy`) tokenizes in two stages:
 
-1. Basic tokenization (`bertlab.basic_tokenization`): clean, normalize, split on whitespace and
+1. Basic tokenization (`bertlab.tokenizer.basic`): clean, normalize, split on whitespace and
    isolate punctuation (and CJK ideographs), with character classes from Python's `unicodedata`
    so that it agrees with the reference.
 2. WordPiece (here): greedy longest-match-first over the vocabulary, word-internal pieces prefixed
@@ -28,10 +28,10 @@ from tokenizers import AddedToken, decoders, processors
 from tokenizers import Tokenizer as BackendTokenizer
 from tokenizers.models import WordPiece
 
-from bertlab import hub
-from bertlab.atomic import atomic_files
-from bertlab.basic_tokenization import build_normalizer, build_pre_tokenizer, character_classes
-from bertlab.tokenization_fast import ChunkCache, encode_parallel
+from bertlab.core import hub
+from bertlab.core.atomic import atomic_files
+from bertlab.tokenizer.basic import build_normalizer, build_pre_tokenizer, character_classes
+from bertlab.tokenizer.fast import ChunkCache, encode_parallel
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
@@ -448,7 +448,7 @@ class Tokenizer:
         """Piece ids of many texts, no [CLS]/[SEP] and no truncation, for bulk preprocessing.
 
         Equal to `tok(text, truncation=False)["input_ids"][1:-1]` for every text, but faster:
-        whitespace-separated chunks seen before are not encoded again (`tokenization_fast`).
+        whitespace-separated chunks seen before are not encoded again (`bertlab.tokenizer.fast`).
 
         Args:
             texts: the texts, e.g. the lines of a corpus.

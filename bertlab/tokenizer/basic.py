@@ -3,7 +3,7 @@
 google-research/bert's `BasicTokenizer`: drop control characters and map whitespace to a space;
 put spaces around CJK ideographs; NFC-normalize (added by `transformers`); lowercase and strip
 accents (NFD, then drop nonspacing marks) when uncased; split on whitespace and isolate every
-punctuation mark. WordPiece, the second stage, is `bertlab.tokenization`.
+punctuation mark. WordPiece, the second stage, is `bertlab.tokenizer.wordpiece`.
 
 The `tokenizers` library runs this pipeline in Rust with offsets, but its built-in `BertNormalizer`
 and `BertPreTokenizer` disagree with the reference on a few points: their Unicode tables are older

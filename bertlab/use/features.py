@@ -29,11 +29,11 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
-from bertlab.atomic import atomic_file, write_json, write_text
+from bertlab.core.atomic import atomic_file, write_json, write_text
 from bertlab.data.collate import pad_rows, sorted_length_batches
-from bertlab.feature_heads import last_real_positions
-from bertlab.modeling import BertModel
-from bertlab.tokenization import Tokenizer, longest_first_lengths
+from bertlab.network.bert import BertModel
+from bertlab.network.feature_heads import last_real_positions
+from bertlab.tokenizer.wordpiece import Tokenizer, longest_first_lengths
 
 
 def pad_sequences(

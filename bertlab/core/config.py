@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertlab.atomic import write_json
+from bertlab.core.atomic import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ class ObjectiveData:
 
 # Training objectives: BERT's masked LM plus next-sentence prediction (paper Sec. 3.1), masked LM
 # alone on full-length single segments (RoBERTa Sec. 4.2), left-to-right LM for the causal model
-# option, and ELECTRA's replaced-token detection over masked-LM inputs (`bertlab.electra`).
+# option, and ELECTRA's replaced-token detection over masked-LM inputs (`bertlab.network.electra`).
 OBJECTIVE_DATA = {
     "mlm+nsp": ObjectiveData(is_pair=True, is_causal=False),
     "mlm": ObjectiveData(is_pair=False, is_causal=False),
@@ -325,7 +325,7 @@ class PretrainDataConfig:
 
 @dataclass(frozen=True)
 class ElectraConfig:
-    """The `electra` objective's settings (Clark et al. 2020, `bertlab.electra`)."""
+    """The `electra` objective's settings (Clark et al. 2020, `bertlab.network.electra`)."""
 
     generator_size: float = 0.25  # ELECTRA Table 7 (Small): the generator has 1/4 of the width
     rtd_weight: float = 50.0  # ELECTRA Sec. 3: lambda, the replaced-token detection loss weight

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.basic_tokenization import is_cjk_ideograph
 from bertlab.data.text_units import split_sentences
-from bertlab.features import check_layers, pad_sequences
-from bertlab.inspection import cjk_fonts, save_figure
-from bertlab.modeling import BertModel
-from bertlab.tokenization import Tokenizer
+from bertlab.network.bert import BertModel
+from bertlab.tokenizer.basic import is_cjk_ideograph
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.use.features import check_layers, pad_sequences
+from bertlab.use.inspection import cjk_fonts, save_figure
 
 DEFAULT_TOP_K = 10
 DEFAULT_LAYER = -1  # the last layer's hidden states

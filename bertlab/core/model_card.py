@@ -17,8 +17,8 @@ from typing import Any
 
 from huggingface_hub import ModelCardData
 
-from bertlab.atomic import write_text
-from bertlab.hub import is_repo_id
+from bertlab.core.atomic import write_text
+from bertlab.core.hub import is_repo_id
 
 CARD_NAME = "README.md"  # the Hub's model card file
 LIBRARY_NAME = "bertlab"

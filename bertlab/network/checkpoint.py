@@ -5,7 +5,7 @@ This module knows file formats and key names, not model classes, so every model 
 (`model.safetensors`, sharded safetensors, or `pytorch_model.bin` through
 `torch.load(weights_only=True)`), with or without the `bert.` prefix and with the legacy
 TensorFlow-era `LayerNorm.gamma`/`LayerNorm.beta` names. A model is a local folder or a Hugging
-Face Hub id (`bert-base-uncased`), resolved to a folder by `bertlab.hub`.
+Face Hub id (`bert-base-uncased`), resolved to a folder by `bertlab.core.hub`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from bertlab import hub
-from bertlab.atomic import atomic_file, write_json
-from bertlab.config import read_json_object
+from bertlab.core import hub
+from bertlab.core.atomic import atomic_file, write_json
+from bertlab.core.config import read_json_object
 
 logger = logging.getLogger(__name__)
 

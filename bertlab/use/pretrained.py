@@ -1,7 +1,7 @@
 """Pre-trained BERTs as ready objects, the Keras-Applications way: `bertlab.load(name)`.
 
 `load` takes a model folder or a Hugging Face Hub id (`bert-base-uncased`, `bert-base-chinese`,
-`google/bert_uncased_L-2_H-128_A-2`, downloaded once and cached by `bertlab.hub`) and returns a
+`google/bert_uncased_L-2_H-128_A-2`, downloaded once and cached by `bertlab.core.hub`) and returns a
 `PretrainedBert`: the model and its tokenizer, ready for the three uses of a pre-trained network
 (docs/models.md):
 
@@ -36,18 +36,17 @@ from typing import Any
 
 import torch
 
-from bertlab import checkpoint, hub
-from bertlab.atomic import atomic_directory
-from bertlab.config import FinetuneConfig, TaskDataConfig
+from bertlab.core import hub
+from bertlab.core.atomic import atomic_directory
+from bertlab.core.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.runtime import resolve_precision, set_seed
 from bertlab.data.tasks.classification import ColumnSpec, Example, label_set
 from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION
-from bertlab.features import PER_TEXT, extract_features
-from bertlab.heads import BertForLabels, BertForTask
-from bertlab.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
-from bertlab.modeling import BertForPreTraining, BertModel
-from bertlab.runtime import resolve_precision, set_seed
+from bertlab.network import checkpoint
+from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.heads import BertForLabels, BertForTask
 from bertlab.task_families import Task, make_task, read_task_file, run_task
-from bertlab.tokenization import Tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetune import (
     ModelSource,
     TaskData,
@@ -57,6 +56,8 @@ from bertlab.training.finetune import (
 )
 from bertlab.training.finetune_loop import FinetuneResult
 from bertlab.training.optim import layer_learning_rates
+from bertlab.use.features import PER_TEXT, extract_features
+from bertlab.use.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
 
 LABEL_FAMILIES = ("classification", "tagging")  # heads with named labels
 # Generic classification in memory: the fields of `Example`, named as `bertlab finetune` does.

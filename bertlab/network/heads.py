@@ -12,8 +12,8 @@ Two ways of reading the encoder beyond BERT's own:
   [CLS]: under causal attention position 0 sees only itself, so its vector is the same for every
   input. Sentence heads of a causal model read the last real token instead, which has seen the
   whole input, as GPT's classifier reads its final token (Radford et al. 2018, Sec. 3.3).
-- A `FeatureHeadConfig` (`bertlab.feature_heads`: BERT Sec. 5.3, Table 7) puts a combination of
-  the encoder's layers and optionally a BiLSTM between the encoder and the task layer, with the
+- A `FeatureHeadConfig` (`bertlab.network.feature_heads`: BERT Sec. 5.3, Table 7) puts a combination
+  of the encoder's layers and optionally a BiLSTM between the encoder and the task layer, with the
   encoder frozen or fine-tuned; its settings travel in config.json under `bertlab_features`.
 """
 
@@ -30,14 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertlab.config import BertConfig
-from bertlab.feature_heads import (
+from bertlab.core.config import BertConfig
+from bertlab.network.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertlab.network.feature_heads import (
     FeatureHeadConfig,
     LayerFeatures,
     gather_rows,
     last_real_positions,
 )
-from bertlab.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel
 
 NUM_SPAN_ENDS = 2  # BERT Sec. 4.2 (SQuAD): a start vector S and an end vector E
 FEATURES_KEY = "bertlab_features"  # config.json: the FeatureHeadConfig of a feature-based head

@@ -33,13 +33,7 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from tqdm import tqdm
 
-from bertlab.basic_tokenization import (
-    CJK_RANGES,
-    build_normalizer,
-    build_pre_tokenizer,
-    is_cjk_ideograph,
-)
-from bertlab.text_files import (
+from bertlab.core.text_files import (
     READ_ERRORS,
     check_files,
     check_mostly_utf8,
@@ -47,7 +41,13 @@ from bertlab.text_files import (
     open_bytes,
     read_head,
 )
-from bertlab.tokenization import (
+from bertlab.tokenizer.basic import (
+    CJK_RANGES,
+    build_normalizer,
+    build_pre_tokenizer,
+    is_cjk_ideograph,
+)
+from bertlab.tokenizer.wordpiece import (
     CONTINUING_SUBWORD_PREFIX,
     SPECIAL_TOKENS,
     UNK_TOKEN,
@@ -233,7 +233,7 @@ def train_tokenizer(
     Raises:
         FileNotFoundError: a corpus file does not exist.
         ValueError: a directory, a binary, broken gzip or mostly non-UTF-8 file
-            (`bertlab.text_files`), or no non-blank UTF-8 line to train on.
+            (`bertlab.core.text_files`), or no non-blank UTF-8 line to train on.
     """
     started = time.perf_counter()
     paths = check_files(corpus_paths)

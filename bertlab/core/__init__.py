@@ -1,0 +1,4 @@
+"""The lowest layers: files written whole (`atomic`), corpus files (`text_files`), optional
+extras (`optional`), words for messages (`wording`); then the dataclass configs (`config`), the
+official metrics (`metrics`), devices, precision and seeds (`runtime`), CPU threads (`threads`),
+Hub ids and shipped names (`hub`) and model cards (`model_card`). No torch model code."""
