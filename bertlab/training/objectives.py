@@ -106,6 +106,12 @@ _DISCRIMINATOR_USES = ModelUses(
 )
 
 
+def language_model_uses(config: BertConfig) -> ModelUses:
+    """What a model with a language-model head can do, read from its architecture: a
+    left-to-right model's (`is_causal`: it generates) or a masked one's (it fills a [MASK])."""
+    return _CAUSAL_USES if config.is_causal else _MASKED_USES
+
+
 @dataclass(frozen=True)
 class Objective:
     """One pre-training objective of BERT's pre-training heads (`BertForPreTraining`).

@@ -81,7 +81,7 @@ from bertlab.training.loop import (
     setup_key,
     training_stream,
 )
-from bertlab.training.objectives import OBJECTIVES, ModelUses, Objective, objective_of
+from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
 from bertlab.training.pretrain_stats import (
     PLATEAU_DOCS,
     near_chance_warning,
@@ -511,16 +511,6 @@ def _run(
         )
         write_model_card(result.final_dir, card)
     return result
-
-
-# What a pre-trained model of each objective can do, as its card says: each entry's `uses`.
-USES = {name: entry.uses for name, entry in OBJECTIVES.items()}
-
-
-def language_model_uses(config: BertConfig) -> ModelUses:
-    """The uses of a model with its language-model head, read from its architecture: a
-    left-to-right model's (`is_causal`) are those of `clm`, a masked model's those of `mlm`."""
-    return USES["clm" if config.is_causal else "mlm"]
 
 
 def pretraining_card(

@@ -42,7 +42,7 @@ from bertlab.network.heads import (
 )
 from bertlab.task_families import make_task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretrain_run import USES
+from bertlab.training.objectives import OBJECTIVES
 from bertlab.use.features import POOLING_ALIASES, POOLINGS
 from bertlab.use.inspection import (
     PACKAGED_CJK_FONT,
@@ -120,12 +120,12 @@ def test_fill_mask_equals_the_python_api(base_url, serve_models):
 
 
 def test_what_a_language_model_can_do_is_what_its_card_says(base_url):
-    """One declaration of a pre-trained model's uses (`pretrain_run.USES`, its card's list):
+    """One declaration of a pre-trained model's uses (each objective's `uses`, its card's list):
     the server offers a masked model's and a causal model's what their objectives' entries
     name, in the page's order, and nothing that no entry names."""
     models = {model["name"]: model for model in call(f"{base_url}/api/models")[1]["models"]}
     for name, objective in (("mlm", "mlm"), ("clm", "clm")):
-        head_uses = USES[objective].head_uses
+        head_uses = OBJECTIVES[objective].uses.head_uses
         assert set(head_uses) <= set(CAPABILITIES)
         assert [use for use in models[name]["capabilities"] if use in head_uses] == [
             use for use in CAPABILITIES if use in head_uses

@@ -29,13 +29,13 @@ from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import SpecialIds, create_instances_from_document
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.network.electra import ElectraForPreTraining
-from bertlab.training import pretrain_run
 from bertlab.training.objectives import (
     FINAL_DIR,
     OBJECTIVES,
     Objective,
     Saves,
     StepShare,
+    language_model_uses,
     objective_of,
 )
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
@@ -85,13 +85,23 @@ def test_every_objective_the_command_offers_has_one_entry_and_its_data() -> None
         assert objective.name == name
         assert objective.data is OBJECTIVE_DATA[name]
         assert objective_of(PretrainDataConfig(objective=name)) is objective
-        assert pretrain_run.USES[name] is objective.uses  # the cards' list, read by the server
     # The experiments choose among the same objectives.
     assert set(PRETRAIN_OBJECTIVES) <= set(OBJECTIVES)
     assert set(ABLATION_OBJECTIVES.values()) <= set(OBJECTIVES)
     run_fields = {field.name for field in dataclasses.fields(PretrainRun)}
     for objective in OBJECTIVES.values():
         assert set(objective.setting_names()) <= run_fields  # one PretrainRun field each
+
+
+def test_a_language_models_uses_follow_its_architecture_not_a_name() -> None:
+    """What the server offers for a model with a language-model head: a causal model's uses are
+    the left-to-right objective's, a masked model's those of the masked objectives."""
+    causal = BertConfig.from_preset("tiny", vocab_size=64, is_causal=True)
+    masked = BertConfig.from_preset("tiny", vocab_size=64)
+    assert language_model_uses(causal) is OBJECTIVES["clm"].uses
+    assert language_model_uses(masked) is OBJECTIVES["mlm"].uses is OBJECTIVES["mlm+nsp"].uses
+    assert "generate" in language_model_uses(causal).head_uses
+    assert "fill-mask" not in language_model_uses(causal).head_uses
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
