@@ -69,7 +69,13 @@ from bertlab.apps.transfer_data import (
 )
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
 from bertlab.core.atomic import atomic_directory
-from bertlab.core.config import PRESETS, BertConfig, FinetuneConfig, read_json_object
+from bertlab.core.config import (
+    OBJECTIVE_DATA,
+    PRESETS,
+    BertConfig,
+    FinetuneConfig,
+    read_json_object,
+)
 from bertlab.core.wording import Worded
 from bertlab.data.corpus import build_corpus
 from bertlab.network.electra import ElectraForPreTraining
@@ -248,7 +254,7 @@ def prepare_task_text(config: TransferConfig) -> tuple[Path, dict[str, int]]:
     """OUT/task_text.txt for --task-text: the chosen rows' training text, `task_text_repeats`
     times; with next-sentence prediction each example is a document of its own. Returns the
     path and the number of examples per row."""
-    per_document = 1 if config.objective() == "mlm+nsp" else TASK_TEXT_GROUP
+    per_document = 1 if OBJECTIVE_DATA[config.objective()].is_pair else TASK_TEXT_GROUP
     texts = task_text(config.data_dir, config.selected_tasks(), config.lang)
     path = config.out / TASK_TEXT_FILE
     return path, write_task_text(path, texts, config.task_text_repeats, per_document)
