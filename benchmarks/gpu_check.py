@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -103,12 +104,23 @@ def _background(command: list[str], log: Path, env: dict | None = None) -> subpr
     )
 
 
-def _pretrain(corpus: Path, out: Path, budget: str, size: str | None, logs: Path):
+def _pretrain(
+    corpus: Path,
+    out: Path,
+    budget: str | None,
+    size: str | None,
+    logs: Path,
+    extra: Sequence[str] = (),
+):
+    """`bertlab pretrain` in the background, its output in LOGS/pretrain_<out's name>.log; no
+    `--budget` when `budget` is None (`extra` then sets the run's length, e.g. `--max-steps`)."""
     command = [sys.executable, "-m", "bertlab", "pretrain", "--corpus", str(corpus)]
-    command += ["--budget", budget, "--out", str(out), "--no-progress", "--eval-every", "500"]
+    command += ["--out", str(out), "--no-progress", "--eval-every", "500"]
+    if budget is not None:
+        command += ["--budget", budget]
     if size:
         command += ["--model-size", size]
-    return _background(command, logs / f"pretrain_{out.name}.log")
+    return _background([*command, *extra], logs / f"pretrain_{out.name}.log")
 
 
 def _pretrain_summary(out: Path) -> dict:

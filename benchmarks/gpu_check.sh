@@ -4,10 +4,17 @@
 #   bash benchmarks/gpu_check.sh run       # on the GPU machine, from the repository root (about 7 min,
 #                                          # then the demo below)
 #   bash benchmarks/gpu_check.sh demo      # the demo alone: needs neither prepare nor ../shared
+#   bash benchmarks/gpu_check.sh speed     # on the GPU machine, after prepare (about 5 min): the
+#                                          # step table of benchmarks/gpu_speed.py (base and large,
+#                                          # bertlab against transformers, MFU), `bertlab pretrain`
+#                                          # tokens/s at mini and base, and one SST-2 epoch of
+#                                          # `bertlab finetune` against the Trainer; its log and
+#                                          # gpu_speed.json in $OUT
 # `run` uses the machine's own torch and transformers (nothing is installed there) and runs
 # bertlab from the repository root; it writes its logs and gpu_check.json to $OUT (default
 # runs/gpu-check). Extra arguments go to benchmarks/gpu_check.py (e.g. --budget 20s for a smoke test),
-# or with `demo` to `bertlab demo` (e.g. --minutes 0.05 --seeds 1).
+# with `demo` to `bertlab demo` (e.g. --minutes 0.05 --seeds 1), with `speed` to
+# benchmarks/gpu_speed.py (e.g. --compile, or --tiny for a CPU smoke test).
 # The demo step is a short `bertlab demo` on its shipped data (bertlab/demo_data, bertlab/models)
 # into $OUT/demo, its output in $OUT/demo.log; it ends with the device that live pre-training used
 # and the report's table. The machine's image has no gensim: the demo then skips its word-vector
@@ -55,7 +62,7 @@ print(f"{target}: {documents:,} reviews")
 PY
     du -sh "$DATA"
     ;;
-run | demo)
+run | demo | speed)
     mode=$1
     shift
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -65,6 +72,10 @@ run | demo)
     python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
     if [ "$mode" = demo ]; then
         demo "$@"
+    elif [ "$mode" = speed ]; then
+        python3 benchmarks/gpu_speed.py --finetune --corpus "$DATA/corpus_reviews_en/imdb_reviews.txt.gz" \
+            --sst2 "$DATA/glue/SST-2/train.tsv" --work "${SPEED_WORK:-/tmp/gpu-speed}" \
+            --out "$OUT/gpu_speed.json" "$@" 2>&1 | tee "$OUT/gpu_speed.log"
     else
         python3 -m bertlab --help > /dev/null && echo "bertlab --help: ok"
         python3 benchmarks/gpu_check.py --data "$DATA" --out "$OUT" "$@"
@@ -72,7 +83,7 @@ run | demo)
     fi
     ;;
 *)
-    echo "usage: bash benchmarks/gpu_check.sh prepare|run [gpu_check.py arguments]|demo [bertlab demo arguments]" >&2
+    echo "usage: bash benchmarks/gpu_check.sh prepare|run [gpu_check.py arguments]|demo [bertlab demo arguments]|speed [gpu_speed.py arguments]" >&2
     exit 2
     ;;
 esac

@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,11 +25,14 @@ from pathlib import Path
 import pytest
 import torch
 
+import bertlab.task_families.base as task_families_base
+import bertlab.training.finetune_loop as finetune_loop
 from bertlab.cli import main
-from bertlab.core.config import BertConfig
+from bertlab.core.config import BertConfig, FinetuneConfig
 from bertlab.core.runtime import DistributedContext, autocast, distributed
 from bertlab.network.bert import BertForPreTraining
-from bertlab.training.metrics_log import read_metrics
+from bertlab.network.heads import BertForSequenceClassification
+from bertlab.training.metrics_log import MetricsLog, read_metrics
 
 pytestmark = [
     pytest.mark.gpu,
@@ -152,6 +156,90 @@ def test_finetune_evaluate_predict_on_cuda(tmp_path, capsys, sst2_files) -> None
     assert main([*argv, "--output", str(predictions)]) == 0
     lines = predictions.read_text().splitlines()
     assert len(lines) == 20 and {json.loads(line)["prediction"] for line in lines} <= {"0", "1"}
+
+
+def test_finetuning_on_cuda_trains_in_bf16_autocast_over_length_grouped_batches(tmp_path) -> None:
+    config = BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config, id2label={0: "neg", 1: "pos"}).cuda()
+    rng = random.Random(0)
+    features = []
+    for _ in range(64):
+        ids = [2, *(rng.randrange(5, 64) for _ in range(rng.randrange(1, 48))), 3]
+        features.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "labels": ids[1] % 2})
+    shapes, dtypes = [], []
+    model.bert.embeddings.word_embeddings.register_forward_hook(
+        lambda module, inputs, output: shapes.append((inputs[0].shape, inputs[0].device.type))
+    )
+    model.classifier.register_forward_hook(
+        lambda module, inputs, output: dtypes.append(output.dtype)
+    )
+    config = FinetuneConfig(batch_size=8, num_train_epochs=1)  # precision "auto"
+    loop = finetune_loop.FinetuneLoop(
+        model, features, config, MetricsLog(tmp_path / "m.jsonl"), False
+    )
+    assert loop.device.type == "cuda" and loop.precision == "bf16"
+    loop.run_epoch(1)
+    assert len(shapes) == 8 and {device for _, device in shapes} == {"cuda"}
+    assert set(dtypes) == {torch.bfloat16}
+    # Length-grouped: each batch is padded to its own longest sequence, far less than to the
+    # longest of all (random batches of these lengths would pad about twice as much).
+    padded = sum(batch * length for (batch, length), _ in shapes)
+    longest = max(len(feature["input_ids"]) for feature in features)
+    assert len({length for (_, length), _ in shapes}) > 1
+    assert padded < 0.75 * len(features) * longest
+
+
+def test_finetune_evaluate_predict_run_on_cuda_in_bf16_over_length_sorted_batches(
+    tmp_path, capsys, monkeypatch, sst2_files
+) -> None:
+    """The CLI's three commands: every forward under bf16 autocast on the GPU, training over
+    length-grouped batches and evaluation over length-sorted ones."""
+    calls = {"autocast": [], "grouped": 0, "sorted": 0}
+
+    def recording_autocast(device, precision):
+        calls["autocast"].append((device.type, precision))
+        return autocast(device, precision)
+
+    def counting(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    for module in (finetune_loop, task_families_base):
+        monkeypatch.setattr(module, "autocast", recording_autocast)
+    grouped = counting("grouped", finetune_loop.length_grouped_batches)
+    monkeypatch.setattr(finetune_loop, "length_grouped_batches", grouped)
+    ordered = counting("sorted", task_families_base.sorted_length_batches)
+    monkeypatch.setattr(task_families_base, "sorted_length_batches", ordered)
+    train, dev, vocab = sst2_files
+    out = tmp_path / "finetune"
+    code = main(
+        [
+            "finetune", "--task", "sst2", "--train", str(train), "--dev", str(dev),
+            "--from-scratch", "--model-size", "tiny", "--tokenizer", str(vocab),
+            "--out", str(out), "--epochs", "1", "--batch-size", "8", "--max-seq-length", "32",
+            "--no-progress",
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert calls["grouped"] == 1 and calls["sorted"] >= 1
+    best = str(out / "best")
+    assert main(["evaluate", "--task", "sst2", "--model", best, "--data", str(dev)]) == 0
+    predictions = tmp_path / "predictions.jsonl"
+    argv = ["predict", "--task", "sst2", "--model", best, "--data", str(dev)]
+    assert main([*argv, "--output", str(predictions)]) == 0
+    assert calls["sorted"] >= 3
+    assert calls["autocast"] and set(calls["autocast"]) == {("cuda", "bf16")}
 
 
 def process_tree(pid: int) -> list[int]:
