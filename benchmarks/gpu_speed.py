@@ -401,7 +401,7 @@ def trainer_finetune(model_dir: Path, train: Path, dev: Path, out: Path) -> dict
         per_device_eval_batch_size=64,
         learning_rate=FINETUNE_LEARNING_RATE,
         num_train_epochs=1,
-        warmup_steps=0.1,  # a share of the steps
+        **warmup_share(transformers, 0.1),
         bf16=cuda,
         use_cpu=not cuda,
         optim="adamw_torch_fused",
@@ -430,6 +430,15 @@ def trainer_finetune(model_dir: Path, train: Path, dev: Path, out: Path) -> dict
     del trainer, model
     free_memory(torch.device("cuda" if cuda else "cpu"))
     return result
+
+
+def warmup_share(transformers, share: float) -> dict[str, float]:
+    """A warm-up of `share` of the steps: `warmup_ratio` where TrainingArguments has it (4.x),
+    else a float `warmup_steps` (5.x)."""
+    import dataclasses
+
+    fields = {field.name for field in dataclasses.fields(transformers.TrainingArguments)}
+    return {"warmup_ratio": share} if "warmup_ratio" in fields else {"warmup_steps": share}
 
 
 def finetune_comparison(args: argparse.Namespace, work: Path) -> dict[str, Any]:
