@@ -232,7 +232,12 @@ def _add_machine_flags(parser: argparse.ArgumentParser) -> None:
     add = group.add_argument
     add("--precision", choices=("auto", "fp32", "bf16"), help="auto: bf16 if fast (default)")
     add("--compile", dest="do_compile", action="store_true", help="torch.compile the model")
-    add("--num-workers", type=int, choices=(0, 1), help="0: build batches inline (default: 1)")
+    add(
+        "--num-workers",
+        type=int,
+        help="processes building batches, the same batches for any number; 0: in the training "
+        "process (default: 1)",
+    )
     add_threads_flag(group)
 
 

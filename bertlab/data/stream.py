@@ -11,6 +11,11 @@ one block and skips `offset` instances: constant time, no replay of earlier batc
 Distributed training: every process walks the same stream of global micro-batches of
 `batch_size * world_size` instances and takes its own `batch_size` slice, so the data of a
 global batch does not depend on the number of processes.
+
+DataLoader workers: with N workers, worker k masks and collates batches k, k + N, k + 2N, ...
+of the same stream (every worker walks all instances, which is cheap; masking and collating
+are the work). The DataLoader fetches from its workers in turn, so the batches, their order
+and their positions are those of one process, whatever N.
 """
 
 from __future__ import annotations
@@ -92,6 +97,7 @@ class PretrainingStream(torch.utils.data.IterableDataset):
     """Yields `(batch, position_after_batch)` forever, starting at `start`.
 
     `batch` is `collate_pretraining`'s dict for this process's slice of the global micro-batch.
+    In DataLoader worker k of N, only batches k, k + N, ... (the module's docstring).
     """
 
     def __init__(self, spec: StreamSpec, start: StreamPosition = StreamPosition()) -> None:
@@ -100,6 +106,8 @@ class PretrainingStream(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], StreamPosition]]:
         spec = self.spec
+        worker = torch.utils.data.get_worker_info()
+        share, num_shares = (worker.id, worker.num_workers) if worker is not None else (0, 1)
         corpus = TokenizedCorpus.open(spec.corpus_dir)
         documents = DocumentRange(corpus.documents, *spec.documents)
         word_starts = None
@@ -110,23 +118,25 @@ class PretrainingStream(torch.utils.data.IterableDataset):
         global_size = spec.batch_size * spec.world_size
         mine = range(spec.rank * spec.batch_size, (spec.rank + 1) * spec.batch_size)
         pending: list[tuple[Instance, StreamPosition]] = []
+        number = 0  # of the global micro-batch being gathered
         for item in _instances(documents, word_starts, spec, self.start):
             pending.append(item)
             if len(pending) < global_size:
                 continue
-            examples = [
-                make_example(
-                    pending[i][0],
-                    spec.data_config,
-                    spec.special,
-                    spec.vocab_size,
-                    example_rng(spec.seed, pending[i][1].epoch, pending[i][1].index),
-                )
-                for i in mine
-            ]
-            position = _after(pending[-1][1])
+            if number % num_shares == share:  # this worker's batch
+                examples = [
+                    make_example(
+                        pending[i][0],
+                        spec.data_config,
+                        spec.special,
+                        spec.vocab_size,
+                        example_rng(spec.seed, pending[i][1].epoch, pending[i][1].index),
+                    )
+                    for i in mine
+                ]
+                yield collate_pretraining(examples, spec.special.pad), _after(pending[-1][1])
+            number += 1
             pending = []
-            yield collate_pretraining(examples, spec.special.pad), position
 
 
 def _after(position: StreamPosition) -> StreamPosition:

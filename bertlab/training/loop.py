@@ -181,6 +181,31 @@ def training_stream(
     )
 
 
+def training_batches(
+    spec: StreamSpec, start: StreamPosition, num_workers: int, pin_memory: bool = False
+) -> Iterator[tuple[dict[str, torch.Tensor], StreamPosition]]:
+    """`PretrainingStream(spec, start)`'s batches and positions, built by `num_workers` worker
+    processes (0: in this process), the same for any number of them.
+
+    Args:
+        spec: the stream.
+        start: where it starts (a resumed run's `Progress.position`).
+        num_workers: DataLoader worker processes, each `PREFETCH_BATCHES` batches ahead.
+        pin_memory: batches in page-locked memory, for copies to CUDA that do not block.
+    """
+    loader = torch.utils.data.DataLoader(
+        PretrainingStream(spec, start),
+        batch_size=None,
+        num_workers=num_workers,
+        prefetch_factor=PREFETCH_BATCHES if num_workers else None,
+        pin_memory=pin_memory,
+        # Its own generator: creating the iterator must not draw from the global RNG,
+        # or a resumed run's dropout would differ from the uninterrupted run's.
+        generator=torch.Generator(),
+    )
+    return iter(loader)
+
+
 class _Run:
     """The state of one pre-training run and the steps of its loop."""
 
@@ -336,7 +361,8 @@ class _Run:
         total_predictions, total_tokens = max(float(totals[0]), 1.0), max(float(totals[1]), 1.0)
         stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
         for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
-            batch = {key: value.to(self.device) for key, value in batch.items()}
+            # From pinned memory (on CUDA) the copies overlap with the work already queued.
+            batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
             is_last = index == len(batches) - 1
             sync = contextlib.nullcontext()
             if context.is_distributed and not is_last:
@@ -377,18 +403,10 @@ class _Run:
     # --- data -----------------------------------------------------------------------------
 
     def _batches(self) -> Iterator[tuple[dict[str, torch.Tensor], StreamPosition]]:
-        stream = PretrainingStream(self.spec, self.progress.position)
-        workers = self.config.num_workers
-        loader = torch.utils.data.DataLoader(
-            stream,
-            batch_size=None,
-            num_workers=workers,
-            prefetch_factor=PREFETCH_BATCHES if workers else None,
-            # Its own generator: creating the iterator must not draw from the global RNG,
-            # or a resumed run's dropout would differ from the uninterrupted run's.
-            generator=torch.Generator(),
+        pin_memory = self.device.type == "cuda"
+        return training_batches(
+            self.spec, self.progress.position, self.config.num_workers, pin_memory
         )
-        return iter(loader)
 
     def _eval_batches(self) -> list[dict[str, torch.Tensor]]:
         """A fixed held-out set (fixed masks), built once."""

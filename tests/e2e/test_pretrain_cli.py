@@ -7,6 +7,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertlab.cli import main
-from bertlab.core.config import BertConfig
+from bertlab.core.config import BertConfig, PretrainConfig
 from bertlab.network import checkpoint as hf_checkpoint
 from bertlab.training import checkpointing
 from bertlab.training.metrics_log import read_metrics
@@ -161,6 +162,51 @@ def test_sigkill_then_resume_gives_bit_identical_weights(
             assert torch.equal(expected[key], actual[key]), key
     train = _train_records(killed)
     assert [r["step"] for r in train] == list(range(10, 25, 10)) + [24]
+
+
+def _refuses_workers(count: int) -> bool:
+    try:
+        PretrainConfig(max_steps=1, num_workers=count)
+    except ValueError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [
+        "1",
+        pytest.param(
+            "2",
+            marks=pytest.mark.skipif(
+                _refuses_workers(2), reason="PretrainConfig takes 0 or 1 workers"
+            ),
+        ),
+    ],
+)
+def test_any_number_of_workers_trains_and_resumes_on_the_same_batches(
+    pretrain_files, tmp_path, workers
+) -> None:
+    steps = ["--max-steps", "6", "--checkpoint-every", "3", "--eval-every", "6", "--log-every", "3"]
+    reference = tmp_path / "reference"
+    assert main([*_args(pretrain_files, tmp_path, reference, *steps), "--num-workers", "0"]) == 0
+    run = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, run, *steps)
+    assert main([*args, "--num-workers", workers]) == 0
+    uninterrupted = _weights(run / "final")
+    # Back to the step-3 checkpoint, as if stopped there, and on in the training process.
+    shutil.rmtree(run / "final")
+    shutil.rmtree(run / "checkpoints" / "step-000006")
+    assert main([*args, "--num-workers", "0", "--resume"]) == 0
+    expected = _weights(reference / "final")
+    for actual in (uninterrupted, _weights(run / "final")):
+        assert expected.keys() == actual.keys()
+        for key in expected:
+            assert torch.equal(expected[key], actual[key]), key
+    train = {directory: _train_records(directory) for directory in (reference, run)}
+    for directory in (reference, run):
+        train[directory] = [(r["step"], r["tokens"], r["loss"]) for r in train[directory]]
+    assert train[run] == train[reference]
 
 
 def _one_and_two_processes(pretrain_files, tmp_path: Path, *flags: str) -> tuple[Path, Path]:

@@ -13,6 +13,7 @@ from bertlab.data.stream import (
     held_out_batches,
 )
 from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training.loop import training_batches
 
 
 @pytest.fixture(scope="module", params=["mlm+nsp", "mlm packed"])
@@ -53,6 +54,24 @@ def test_stream_resumes_from_any_position_without_replay(spec) -> None:
         resumed = _take(PretrainingStream(spec, batches[cut - 1][1]), 10)
         for (expected, _), (actual, _) in zip(batches[cut : cut + 10], resumed, strict=True):
             assert _same(expected, actual)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 3 workers on 2 cores
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+def test_any_number_of_workers_gives_the_batches_and_positions_of_one_process(
+    spec, num_workers
+) -> None:
+    """Worker k of N builds batches k, k + N, ... and the loader returns them in the stream's
+    order: the same batches and positions from the start and from a resumed position."""
+    uninterrupted = _take(PretrainingStream(spec), 40)  # past the end of the first epoch
+    assert len({position.epoch for _, position in uninterrupted}) > 1
+    for cut in (0, 13):
+        start = uninterrupted[cut - 1][1] if cut else StreamPosition()
+        loader = training_batches(spec, start, num_workers)
+        actual = [next(loader) for _ in range(len(uninterrupted) - cut)]
+        for (expected, expected_at), (batch, at) in zip(uninterrupted[cut:], actual, strict=True):
+            assert _same(expected, batch)
+            assert at == expected_at
 
 
 def test_ranks_split_the_global_batch_of_one_process(spec) -> None:
