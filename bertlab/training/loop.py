@@ -12,6 +12,10 @@ batch is split over processes or micro-batches: 2 processes of batch 4 follow 1 
 Exact resume: a checkpoint holds the weights, the optimizer and schedule, every generator's state
 and the data position; a resumed run continues as if never stopped (bit-identical on the CPU for
 step-limited runs; a time budget depends on the clock by nature).
+
+A step does not wait for the GPU to check that it is finite: from the first non-finite step on,
+the fused AdamW skips its updates on the device, and the host reads that step's number at the
+next log, evaluation or checkpoint, where it waits for the device anyway (`_guard_step`).
 """
 
 # Shapes: B batch, L sequence length, P masked positions per sequence, V vocab.
@@ -206,6 +210,18 @@ def training_batches(
     return iter(loader)
 
 
+def _host_reads_are_free(device: torch.device) -> bool:
+    """Whether reading a value of `device` on the host costs no wait (the CPU)."""
+    return device.type == "cpu"
+
+
+def _defers_finite_check(device: torch.device, optimizer: torch.optim.Optimizer) -> bool:
+    """Whether a step's finite check waits for `_check_steps`: not on the CPU, and only with
+    the fused AdamW, which can skip an update on the device (`found_inf`)."""
+    fused = all(group.get("fused") for group in optimizer.param_groups)
+    return fused and not _host_reads_are_free(device)
+
+
 class _Run:
     """The state of one pre-training run and the steps of its loop."""
 
@@ -226,6 +242,9 @@ class _Run:
         self.precision = resolve_precision(config.precision, self.device)
         self.model = model.to(self.device)
         self.optimizer = build_optimizer(self.model, config.learning_rate, config.weight_decay)
+        self.defers_finite_check = _defers_finite_check(self.device, self.optimizer)
+        # The first step whose gradient norm was not finite, 0 for none (read at `_check_steps`).
+        self.first_bad_step = torch.zeros((), dtype=torch.int64, device=self.device)
         if config.max_steps is not None and config.schedule == "linear":
             warmup = round(config.warmup_proportion * config.max_steps)
             self.schedule = linear_warmup_decay(self.optimizer, warmup, config.max_steps)
@@ -296,13 +315,18 @@ class _Run:
             self.progress.position = micro_batches[-1][1]
             window += stats
             self._update_bar(bar, stats, started)
-            if self.progress.step % config.log_every_steps == 0 or self._done():
+            log_due = self.progress.step % config.log_every_steps == 0 or self._done()
+            eval_due = bool(eval_batches) and (self._eval_due() or self._done())
+            checkpoint_due = self._checkpoint_due(last_checkpoint)
+            if log_due or eval_due or checkpoint_due:
+                self._check_steps()  # before anything of these steps is written
+            if log_due:
                 self._log_train(window, self.progress.elapsed - window_start)
                 window.zero_()
                 window_start = self.progress.elapsed
-            if eval_batches and (self._eval_due() or self._done()):
+            if eval_due:
                 last_eval = self._evaluate(eval_batches)
-            if self._checkpoint_due(last_checkpoint):
+            if checkpoint_due:
                 self._save_checkpoint()
                 last_checkpoint = self.progress.elapsed
         if bar is not None:
@@ -379,26 +403,60 @@ class _Run:
             stats += self.objective.batch_stats(output, batch, count)
         norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         stats = _all_reduce_sum(stats, context)  # the same in every process, as the norm is
-        if not (bool(torch.isfinite(norm)) and bool(torch.isfinite(stats).all())):
-            self._diverged("the loss or the gradient norm")
+        found_inf = self._guard_step(norm, stats)
+        if found_inf is not None:
+            self.optimizer.found_inf = found_inf  # read by the fused AdamW, as a GradScaler's
         self.optimizer.step()
+        if found_inf is not None:
+            del self.optimizer.found_inf
         self.optimizer.zero_grad(set_to_none=True)
         if not isinstance(self.schedule, BudgetSchedule):
             self.schedule.step()
         return stats
 
-    def _diverged(self, what: str) -> NoReturn:
+    def _guard_step(self, norm: torch.Tensor, stats: torch.Tensor) -> torch.Tensor | None:
+        """Nothing non-finite may be stepped into the weights: check this step, or have the
+        optimizer skip it on the device. Returns the fused AdamW's `found_inf` (1.0: skip the
+        update) when the check waits for `_check_steps`, else None (the step is finite).
+
+        `stats` are on the host, so reading them costs nothing; the norm is on the device. On
+        the CPU, or with an optimizer that cannot skip, the norm is read now. Otherwise the
+        device keeps the first non-finite step and skips every update from it on, so the
+        weights stay those of the last finite step, as if the run had stopped there.
+        """
+        step = self.progress.step + 1
+        if not bool(torch.isfinite(stats).all()):
+            self._check_steps()  # an earlier step the device found comes first
+            self._diverged("the loss or the gradient norm", step)
+        if not self.defers_finite_check:
+            if not bool(torch.isfinite(norm)):
+                self._diverged("the loss or the gradient norm", step)
+            return None
+        first_bad = (self.first_bad_step == 0) & ~torch.isfinite(norm)
+        self.first_bad_step = torch.where(first_bad, step, self.first_bad_step)
+        return (self.first_bad_step != 0).to(torch.float32)
+
+    def _check_steps(self) -> None:
+        """Raise if a step was not finite (`_guard_step`): reads the device, so called only
+        where the host waits for it anyway (a log, an evaluation, a checkpoint, the end)."""
+        if self.defers_finite_check:
+            step = int(self.first_bad_step)
+            if step:
+                self._diverged("the loss or the gradient norm", step)
+
+    def _diverged(self, what: str, step: int) -> NoReturn:
         """Stop before anything non-finite is stepped into the weights or saved."""
         latest = checkpointing.latest_checkpoint(self.out_dir)
         kept = f"the last checkpoint, {latest}, is kept" if latest else "no checkpoint was written"
         raise DivergedError(
-            f"training diverged at step {self.progress.step + 1}: {what} is not finite; "
+            f"training diverged at step {step}: {what} is not finite; "
             f"{kept}; start again with a lower --learning-rate"
         )
 
     def _check_finite_weights(self) -> None:
+        self._check_steps()
         if not all(bool(torch.isfinite(param).all()) for param in self.model.parameters()):
-            self._diverged("a weight of the model")
+            self._diverged("a weight of the model", self.progress.step + 1)
 
     # --- data -----------------------------------------------------------------------------
 
