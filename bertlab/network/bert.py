@@ -483,8 +483,15 @@ class BertModel(BertPreTrainedModel):
         # (bad inputs then fail inside the kernels, with less helpful messages).
         if not torch.compiler.is_compiling():
             validate_inputs(self.config, input_ids, attention_mask, token_type_ids)
-            if attention_mask is not None and bool(attention_mask.all()):
-                attention_mask = None  # no padding: let attention skip the mask entirely
+            # No padding: let attention skip the mask entirely. Only read on the CPU: on a GPU
+            # the read would wait for the device every forward (the pre-training loop decides on
+            # the host and passes None).
+            if (
+                attention_mask is not None
+                and attention_mask.device.type == "cpu"
+                and bool(attention_mask.all())
+            ):
+                attention_mask = None
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         hidden = self.embeddings(input_ids, token_type_ids)  # (B, L, H)

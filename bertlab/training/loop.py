@@ -385,8 +385,10 @@ class _Run:
         total_predictions, total_tokens = max(float(totals[0]), 1.0), max(float(totals[1]), 1.0)
         stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
         for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
+            no_padding = bool(batch["attention_mask"].all())  # read on the host, not the device
             # From pinned memory (on CUDA) the copies overlap with the work already queued.
             batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
+            inputs = batch | {"attention_mask": None} if no_padding else batch  # attention skips it
             is_last = index == len(batches) - 1
             sync = contextlib.nullcontext()
             if context.is_distributed and not is_last:
@@ -398,7 +400,7 @@ class _Run:
             )
             with sync, _out_of_memory_as_error(batch):
                 with autocast(self.device, self.precision):
-                    output = train_model(**batch)
+                    output = train_model(**inputs)
                 self.objective.loss(output, share).backward()
             stats += self.objective.batch_stats(output, batch, count)
         norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
