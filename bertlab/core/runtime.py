@@ -24,6 +24,11 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device a model's weights are on: where its inputs must go."""
+    return next(model.parameters()).device
+
+
 def bf16_is_fast(device: torch.device) -> bool:
     """Whether bf16 matmuls run natively on `device` (and so bf16 autocast can pay off).
 

@@ -32,7 +32,7 @@ import torch
 from bertlab.core.atomic import write_text
 from bertlab.core.config import BertConfig, TaskDataConfig, read_json_object
 from bertlab.core.metrics import METRIC_SETS
-from bertlab.core.runtime import autocast
+from bertlab.core.runtime import autocast, model_device
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.data.tasks.registry import TaskSpec
@@ -82,7 +82,7 @@ def predict_rows(
         keep the batch's padding (length >= the feature's).
     """
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     rows: list[np.ndarray | None] = [None] * len(features)
     pad_token_id = model.config.pad_token_id
     for indices in sorted_length_batches(feature_lengths(features), batch_size):

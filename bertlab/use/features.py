@@ -30,6 +30,7 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from bertlab.core.atomic import atomic_file, write_json, write_text
+from bertlab.core.runtime import model_device
 from bertlab.data.collate import pad_rows, sorted_length_batches
 from bertlab.network.bert import BertModel
 from bertlab.network.feature_heads import last_real_positions
@@ -70,7 +71,7 @@ def iterate_encoded(
         return
     if any(len(sequence) == 0 for sequence in input_ids):
         raise ValueError("every sequence needs at least one token")
-    device = model.embeddings.word_embeddings.weight.device
+    device = model_device(model)
     pad_id = model.config.pad_token_id
     lengths = [len(sequence) for sequence in input_ids]
     for indices in sorted_length_batches(lengths, batch_size):
@@ -286,7 +287,7 @@ def extract_features(
         if not encoded[-1].words:
             raise ValueError(f"nothing to embed in {item!r}")
     per_text: list[np.ndarray | None] = [None] * len(encoded)
-    device = model.embeddings.word_embeddings.weight.device
+    device = model_device(model)
     lengths = [len(item.input_ids) for item in encoded]
     for indices in sorted_length_batches(lengths, batch_size):
         ids, mask = pad_sequences(

@@ -26,6 +26,7 @@ import torch
 from bertlab.core.atomic import atomic_file
 from bertlab.core.config import BertConfig
 from bertlab.core.model_card import card_setting
+from bertlab.core.runtime import model_device
 from bertlab.core.wording import quoted
 from bertlab.network import checkpoint
 from bertlab.network.bert import BertForPreTraining, BertModel
@@ -154,11 +155,12 @@ def next_sentence_probabilities(
     for second in seconds:
         check_pair_fits(tokenizer, first, second, model.config.max_position_embeddings)
     encoding = tokenizer([(first, second) for second in seconds], padding=True)
+    device = model_device(model)
     logits = model(
-        torch.tensor(encoding["input_ids"]),
-        torch.tensor(encoding["attention_mask"]),
-        torch.tensor(encoding["token_type_ids"]),
-        masked_positions=torch.zeros(len(seconds), 1, dtype=torch.long),  # MLM logits unused
+        torch.tensor(encoding["input_ids"], device=device),
+        torch.tensor(encoding["attention_mask"], device=device),
+        torch.tensor(encoding["token_type_ids"], device=device),
+        masked_positions=torch.zeros(len(seconds), 1, dtype=torch.long, device=device),  # unused
     ).nsp_logits  # (B, 2)
     return logits.float().softmax(dim=-1)[:, IS_NEXT].tolist()
 
@@ -242,19 +244,21 @@ def fill_masks(
     if any(len(row) == 0 for row in positions):
         raise ValueError(f"every {MASK_TOKEN} was cut off by the model's maximum length")
     masked_positions = torch.nn.utils.rnn.pad_sequence(positions, batch_first=True)  # (B, P)
+    device = model_device(model)
     logits = model(
-        input_ids,
-        torch.tensor(encoding["attention_mask"]),
-        torch.tensor(encoding["token_type_ids"]),
-        masked_positions=masked_positions,
+        input_ids.to(device),
+        torch.tensor(encoding["attention_mask"], device=device),
+        torch.tensor(encoding["token_type_ids"], device=device),
+        masked_positions=masked_positions.to(device),
     ).mlm_logits  # (B, P, V)
     top = logits.float().softmax(dim=-1).topk(min(top_k, logits.shape[-1]))  # (B, P, k)
+    values, indices = top.values.cpu(), top.indices.cpu()
     predictions = []
     for row, row_positions in enumerate(positions):
         masks = []
         for slot, position in enumerate(row_positions.tolist()):
-            tokens = tokenizer.convert_ids_to_tokens(top.indices[row, slot].tolist())
-            masks.append(MaskPrediction(position, tokens, top.values[row, slot].tolist()))
+            tokens = tokenizer.convert_ids_to_tokens(indices[row, slot].tolist())
+            masks.append(MaskPrediction(position, tokens, values[row, slot].tolist()))
         predictions.append(masks)
     return predictions
 
@@ -305,13 +309,14 @@ def all_attention_maps(
             raise ValueError("sentence B has no tokens to show")
         check_pair_fits(tokenizer, text, text_pair, limit)
     encoding = tokenizer(text, text_pair, max_length=limit)
+    device = model_device(model)
     output = model(
-        torch.tensor([encoding["input_ids"]]),
-        token_type_ids=torch.tensor([encoding["token_type_ids"]]),
+        torch.tensor([encoding["input_ids"]], device=device),
+        token_type_ids=torch.tensor([encoding["token_type_ids"]], device=device),
         output_attentions=True,
     )
     pieces = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
-    return pieces, torch.stack([layer[0] for layer in output.attentions]).float()
+    return pieces, torch.stack([layer[0] for layer in output.attentions]).float().cpu()
 
 
 def cjk_fonts(texts: Sequence[str]) -> tuple[list[str], str]:

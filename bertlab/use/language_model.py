@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bertlab.core.runtime import model_device
 from bertlab.core.wording import quoted
 from bertlab.network.bert import BertForPreTraining
 from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
@@ -110,10 +111,12 @@ def _causal_log_probs(
     model: BertForPreTraining, input_ids: list[list[int]], batch_size: int
 ) -> list[list[float]]:
     """log P(x_t | x_<t) for t = 1 .. L-1 of each sequence ([CLS] is given, never scored)."""
+    device = model_device(model)
     results: list[list[float]] = []
     for start in range(0, len(input_ids), batch_size):
         rows = input_ids[start : start + batch_size]
         ids, mask = pad_sequences(rows, model.config.pad_token_id)  # (B, L)
+        ids, mask = ids.to(device), mask.to(device)
         logits = model(ids, mask).mlm_logits.float()  # (B, L, V): position t predicts t + 1
         log_probs = logits[:, :-1].log_softmax(dim=-1)  # (B, L - 1, V)
         targets = ids[:, 1:].unsqueeze(-1)  # (B, L - 1, 1)
@@ -134,14 +137,17 @@ def _pseudo_log_likelihoods(
             masked = list(ids)
             masked[position] = tokenizer.mask_token_id
             copies.append((index, position, masked))
+    device = model_device(model)
     results: list[list[float]] = [[] for _ in input_ids]
     for start in range(0, len(copies), batch_size):
         chunk = copies[start : start + batch_size]
         ids, mask = pad_sequences([masked for _, _, masked in chunk], model.config.pad_token_id)
-        positions = torch.tensor([[position] for _, position, _ in chunk])  # (B, 1)
-        logits = model(ids, mask, masked_positions=positions).mlm_logits.float()  # (B, 1, V)
-        log_probs = logits[:, 0].log_softmax(dim=-1)  # (B, V)
-        targets = torch.tensor([input_ids[index][position] for index, position, _ in chunk])
+        positions = torch.tensor([[position] for _, position, _ in chunk], device=device)  # (B, 1)
+        logits = model(ids.to(device), mask.to(device), masked_positions=positions).mlm_logits
+        log_probs = logits[:, 0].float().log_softmax(dim=-1)  # (B, V)
+        targets = torch.tensor(
+            [input_ids[index][position] for index, position, _ in chunk], device=device
+        )
         picked = log_probs.gather(-1, targets[:, None]).squeeze(-1)  # (B,)
         for (index, _, _), value in zip(chunk, picked.tolist(), strict=True):
             results[index].append(value)
@@ -186,6 +192,7 @@ def generate(
     if not temperature > 0 or max_new_tokens < 1 or (top_k is not None and top_k < 1):
         raise ValueError("need temperature > 0, max_new_tokens >= 1 and top_k >= 1 (or None)")
     generator = torch.Generator().manual_seed(seed)
+    device = model_device(model)
     ids = tokenizer(prompt, truncation=False)["input_ids"][:-1]  # [CLS] and the prompt, no [SEP]
     banned = [tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.mask_token_id]
     limit = model.config.max_position_embeddings
@@ -197,8 +204,9 @@ def generate(
     for _ in range(max_new_tokens):
         if len(ids) >= limit:
             break
-        last = torch.tensor([[len(ids) - 1]])  # (1, 1): predict only after the last piece
-        logits = model(torch.tensor([ids]), masked_positions=last).mlm_logits[0, 0].float()
+        last = torch.tensor([[len(ids) - 1]], device=device)  # (1, 1): predict after the last piece
+        logits = model(torch.tensor([ids], device=device), masked_positions=last).mlm_logits
+        logits = logits[0, 0].float().cpu()  # (V,): sampled on the CPU, by `generator`
         logits[banned] = -math.inf  # (V,)
         if top_k is not None and top_k < logits.numel():
             threshold = logits.topk(top_k).values[-1]

@@ -27,12 +27,17 @@ import torch
 
 import bertlab.task_families.base as task_families_base
 import bertlab.training.finetune_loop as finetune_loop
+from bertlab.apps.serve import inference
+from bertlab.apps.serve.language_model import score
+from bertlab.apps.serve.models import load_served_model
 from bertlab.cli import main
 from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.hub import resolve
 from bertlab.core.runtime import DistributedContext, autocast, distributed
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification
 from bertlab.training.metrics_log import MetricsLog, read_metrics
+from bertlab.use.language_model import generate
 
 pytestmark = [
     pytest.mark.gpu,
@@ -346,3 +351,68 @@ def test_distributed_joins_an_nccl_group_on_cuda(monkeypatch) -> None:
         torch.distributed.all_reduce(total)  # a sum over the one rank
         torch.testing.assert_close(total, values)
     assert not torch.distributed.is_initialized()
+
+
+def test_serve_loads_onto_cuda_and_its_answers_equal_the_cpus(tmp_path, no_tf32) -> None:
+    """`bertlab serve` puts every model on the GPU: fill-mask, attention, score and generate
+    (fp32) equal the CPU's; a classifier runs under bf16 autocast there, fp32 on the CPU."""
+    shipped = resolve("bertlab:mini-reviews-en")
+    on_gpu = load_served_model("en", shipped)  # the default device: the GPU
+    on_cpu = load_served_model("en", shipped, torch.device("cpu"))
+    assert on_gpu.device.type == "cuda" and on_cpu.device.type == "cpu"
+    texts = ["The movie was [MASK].", "A [MASK] film with a [MASK] ending."]
+    gpu_masks = inference.fill_mask(on_gpu, texts, 5)
+    cpu_masks = inference.fill_mask(on_cpu, texts, 5)
+    for gpu_text, cpu_text in zip(gpu_masks, cpu_masks, strict=True):
+        for gpu_mask, cpu_mask in zip(gpu_text["masks"], cpu_text["masks"], strict=True):
+            assert gpu_mask["tokens"][0] == cpu_mask["tokens"][0]
+            assert gpu_mask["probabilities"][0] == pytest.approx(
+                cpu_mask["probabilities"][0], rel=1e-3
+            )
+    gpu_maps = inference.attention(on_gpu, "A fine film.", None, 128, "It was long.")
+    cpu_maps = inference.attention(on_cpu, "A fine film.", None, 128, "It was long.")
+    assert gpu_maps["tokens"] == cpu_maps["tokens"]
+    gpu_weights = torch.tensor(gpu_maps["attentions"])
+    assert relative_l2(gpu_weights, torch.tensor(cpu_maps["attentions"])) < FP32_RELATIVE_L2 * 10
+    gpu_scores = score(on_gpu, ["The acting was great."], 64)
+    cpu_scores = score(on_cpu, ["The acting was great."], 64)
+    assert gpu_scores[0]["total"] == pytest.approx(cpu_scores[0]["total"], rel=1e-3)
+
+    causal = BertConfig(
+        vocab_size=on_cpu.tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        is_causal=True,
+    )
+    torch.manual_seed(0)
+    BertForPreTraining(causal).save_pretrained(tmp_path / "causal")
+    on_cpu.tokenizer.save_pretrained(tmp_path / "causal")
+    lm_gpu = load_served_model("clm", tmp_path / "causal").lm
+    lm_cpu = load_served_model("clm", tmp_path / "causal", torch.device("cpu")).lm
+    prompt = "the movie"
+    assert generate(lm_gpu, on_cpu.tokenizer, prompt, 8, seed=3) == generate(
+        lm_cpu, on_cpu.tokenizer, prompt, 8, seed=3
+    )
+
+    torch.manual_seed(0)
+    classifier = BertForSequenceClassification(
+        BertConfig.from_json_file(shipped / "config.json"), num_labels=2
+    )
+    classifier.save_pretrained(tmp_path / "classifier")
+    on_cpu.tokenizer.save_pretrained(tmp_path / "classifier")
+    gpu_classifier = load_served_model("sentiment", tmp_path / "classifier")
+    cpu_classifier = load_served_model("sentiment", tmp_path / "classifier", torch.device("cpu"))
+    assert (gpu_classifier.precision, cpu_classifier.precision) == ("bf16", "fp32")
+    inputs = [("A fine film.", None), ("Dull and long.", None)]
+    gpu_rows = inference.classify(gpu_classifier, inputs)
+    cpu_rows = inference.classify(cpu_classifier, inputs)
+    for gpu_row, cpu_row in zip(gpu_rows, cpu_rows, strict=True):
+        gpu_p = [
+            p["probability"] for p in sorted(gpu_row["probabilities"], key=lambda p: p["label"])
+        ]
+        cpu_p = [
+            p["probability"] for p in sorted(cpu_row["probabilities"], key=lambda p: p["label"])
+        ]
+        assert gpu_p == pytest.approx(cpu_p, abs=BF16_RELATIVE_L2)

@@ -27,7 +27,6 @@ from bertlab.use.features import PER_TEXT, check_pooling, extract_features
 from bertlab.use.inspection import all_attention_maps, fill_masks
 
 BATCH_SIZE = 32  # sequences per forward pass; a batch of requests is cut into such passes
-PRECISION = "fp32"  # CPU inference: bf16 autocast is slower than fp32 on most laptop CPUs
 
 Record = dict[str, Any]
 
@@ -73,7 +72,8 @@ def classify(model: ServedModel, inputs: Sequence[tuple[str, str | None]]) -> li
     examples = [Example(text, pair) for text, pair in inputs]
     task = model.task
     features = task.encode(examples, model.tokenizer, None, with_labels=False)
-    rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)  # (C,) each
+    # (C,) each
+    rows = predict_rows(model.head, features, BATCH_SIZE, model.precision, task.reduce)
     if model.is_regression:
         return [
             {"label": None, "name": None, "score": float(row[0]), "probabilities": []}
@@ -111,7 +111,7 @@ def tag(model: ServedModel, texts: Sequence[str]) -> list[Record]:
         for text, spans in zip(texts, word_spans, strict=True)
     ]
     features = task.encode(sentences, model.tokenizer, None, with_labels=False)
-    rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)
+    rows = predict_rows(model.head, features, BATCH_SIZE, model.precision, task.reduce)
     tags = task.decode(features, rows, sentences, model.head.id2label)
     records = []
     for text, spans, sentence_tags in zip(texts, word_spans, tags, strict=True):
@@ -147,7 +147,8 @@ def answer(model: ServedModel, inputs: Sequence[tuple[str, str]]) -> list[Record
         for index, (question, context) in enumerate(inputs)
     ]
     features = task.encode(examples, model.tokenizer, None, with_labels=False)
-    rows = predict_rows(model.head, features, BATCH_SIZE, PRECISION, task.reduce)  # (L, 2) each
+    # (L, 2) each
+    rows = predict_rows(model.head, features, BATCH_SIZE, model.precision, task.reduce)
     data = task.data
     found = best_spans(
         features,

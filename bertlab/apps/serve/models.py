@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors import SafetensorError, safe_open
 
 from bertlab.core.config import TaskDataConfig, read_json_object
+from bertlab.core.runtime import default_device, model_device, resolve_precision
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.network.bert import BertForPreTraining, BertModel
 from bertlab.network.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME, normalize_keys
@@ -100,6 +102,17 @@ class ServedModel:
     task: Task | None = None
     lm: BertForPreTraining | None = None
     has_pooler: bool = False
+
+    @property
+    def device(self) -> torch.device:
+        """Where its weights are: the GPU when the server has one, else the CPU."""
+        return model_device(self.encoder)
+
+    @property
+    def precision(self) -> str:
+        """fp32 on the CPU (bf16 autocast is slower than fp32 on most laptop CPUs); on a GPU,
+        bf16 where it is fast (`runtime.resolve_precision`)."""
+        return "fp32" if self.device.type == "cpu" else resolve_precision("auto", self.device)
 
     @property
     def mlm(self) -> BertForPreTraining | None:
@@ -183,8 +196,11 @@ class ServedModel:
         }
 
 
-def load_served_model(name: str, directory: str | Path) -> ServedModel:
-    """Load a model directory once, in eval mode, with the head its config.json names.
+def load_served_model(
+    name: str, directory: str | Path, device: torch.device | None = None
+) -> ServedModel:
+    """Load a model directory once, in eval mode, with the head its config.json names, onto
+    `device` (default: the GPU when there is one, else the CPU).
 
     Raises:
         FileNotFoundError: no directory, config.json or vocabulary.
@@ -199,7 +215,7 @@ def load_served_model(name: str, directory: str | Path) -> ServedModel:
     has_pooler = POOLER_KEY in keys
     if architecture in HEADS:
         task = _served_task(directory, architecture, values)
-        head = task.load_head(directory, None).eval()
+        head = task.load_head(directory, None).eval().to(device or default_device())
         task.check_fits(head.config)
         served = ServedModel(
             name,
@@ -212,14 +228,21 @@ def load_served_model(name: str, directory: str | Path) -> ServedModel:
         )
     elif MLM_HEAD_KEY in keys:
         lm, tokenizer = load_with_lm_head(directory)
+        lm = lm.to(device or default_device())
         has_pooler = has_pooler and not lm.config.is_causal
         served = ServedModel(name, architecture, lm.bert, tokenizer, lm=lm, has_pooler=has_pooler)
     else:
         encoder, tokenizer = load_encoder(directory)
+        encoder = encoder.to(device or default_device())
         has_pooler = has_pooler and not encoder.config.is_causal
         served = ServedModel(name, architecture, encoder, tokenizer, has_pooler=has_pooler)
     logger.info(
-        "model %s: %s from %s (%s)", name, architecture, directory, ", ".join(served.capabilities)
+        "model %s: %s from %s on the %s (%s)",
+        name,
+        architecture,
+        directory,
+        served.device,
+        ", ".join(served.capabilities),
     )
     return served
 
