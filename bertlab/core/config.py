@@ -390,7 +390,9 @@ class PretrainConfig:
     keep_checkpoints: int = 2  # the most recent ones kept
     precision: str = "auto"  # see training.runtime.PRECISIONS
     do_compile: bool = False  # torch.compile the model
-    num_workers: int = 1  # processes building batches beside the training process (0: inline)
+    # Processes building batches beside the training process (0: inline); the batches, their
+    # order and the checkpoints' positions are the same for any number (`training.loop`).
+    num_workers: int = 1
     # Tokens after which a held-out accuracy still at the unigram level is reported as the
     # unigram plateau (docs/reliability.md): the budget recipe's BERT-mini leaves it after about
     # 5M tokens at 40% masking on 2 CPU cores (docs/budget.md#why-each-choice).
@@ -424,8 +426,6 @@ class PretrainConfig:
                 f"batch_size {self.batch_size} is not divisible by gradient_accumulation_steps "
                 f"{self.gradient_accumulation_steps}"
             )
-        if self.num_workers > 1:  # the batch stream is one sequence; it is not sharded
-            raise ValueError(f"num_workers must be 0 or 1, got {self.num_workers}")
         if not self.learning_rate > 0 or self.weight_decay < 0 or not self.max_grad_norm > 0:
             raise ValueError("need learning_rate > 0, weight_decay >= 0 and max_grad_norm > 0")
         if not 0.0 <= self.warmup_proportion < 1.0:

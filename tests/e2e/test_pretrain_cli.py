@@ -21,7 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertlab.cli import main
-from bertlab.core.config import BertConfig, PretrainConfig
+from bertlab.core.config import BertConfig
 from bertlab.network import checkpoint as hf_checkpoint
 from bertlab.training import checkpointing
 from bertlab.training.metrics_log import read_metrics
@@ -164,26 +164,7 @@ def test_sigkill_then_resume_gives_bit_identical_weights(
     assert [r["step"] for r in train] == list(range(10, 25, 10)) + [24]
 
 
-def _refuses_workers(count: int) -> bool:
-    try:
-        PretrainConfig(max_steps=1, num_workers=count)
-    except ValueError:
-        return True
-    return False
-
-
-@pytest.mark.parametrize(
-    "workers",
-    [
-        "1",
-        pytest.param(
-            "2",
-            marks=pytest.mark.skipif(
-                _refuses_workers(2), reason="PretrainConfig takes 0 or 1 workers"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_any_number_of_workers_trains_and_resumes_on_the_same_batches(
     pretrain_files, tmp_path, workers
 ) -> None:
