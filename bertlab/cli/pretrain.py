@@ -236,7 +236,7 @@ def _add_machine_flags(parser: argparse.ArgumentParser) -> None:
         "--num-workers",
         type=int,
         help="processes building batches, the same batches for any number; 0: in the training "
-        "process (default: 1)",
+        "process (default: 1 on the CPU; on a GPU up to 4, one core per GPU kept for training)",
     )
     add_threads_flag(group)
 

@@ -118,6 +118,19 @@ _DATA_FIELDS = {field.name for field in dataclasses.fields(PretrainDataConfig)}
 _LOOP_FIELDS = {field.name for field in dataclasses.fields(PretrainConfig)}
 
 
+# On a GPU one data worker cannot keep up with a small model's steps (BERT-mini); the batches
+# are the same for any number of workers, so a GPU run takes more by default. Not measured yet
+# on a device (docs/performance.md#on-a-gpu).
+MAX_GPU_DATA_WORKERS = 4
+
+
+def gpu_data_workers() -> int:
+    """Data workers for a run on a GPU: up to MAX_GPU_DATA_WORKERS of each GPU's share of the
+    cores, one of which stays with the GPU's training process."""
+    cores_per_gpu = (os.cpu_count() or 2) // max(torch.cuda.device_count(), 1)
+    return max(1, min(MAX_GPU_DATA_WORKERS, cores_per_gpu - 1))
+
+
 @dataclass(frozen=True)
 class PretrainRun:
     """One pre-training run. None means "not chosen" (see the module docstring).
@@ -294,6 +307,8 @@ class PretrainRun:
         values = {name: value for name, value in values.items() if value is not None}
         if self.budget is not None:
             values["max_time"] = self.budget
+        if self.num_workers is None and torch.cuda.is_available():
+            values["num_workers"] = gpu_data_workers()
         return PretrainConfig(**values)
 
     def objective_entry(self) -> Objective:

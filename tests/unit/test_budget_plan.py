@@ -14,6 +14,7 @@ from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec
 from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training import pretrain_run
 from bertlab.training.budget import (
     ACCELERATOR_RECIPES,
     ACCELERATOR_SHAPES,
@@ -190,3 +191,18 @@ def test_measuring_times_real_steps_and_the_data_worker(pretrain_files, tmp_path
     from bertlab.network.bert import BertForPreTraining
 
     assert plan.parameters["tiny"] == sum(p.numel() for p in BertForPreTraining(tiny).parameters())
+
+
+def test_a_run_on_a_gpu_takes_more_data_workers_unless_told(monkeypatch) -> None:
+    """One worker on the CPU, as before; on a GPU up to 4 of its share of the cores, one left to
+    its training process; a number given is kept."""
+    run = PretrainRun(corpus=("corpus.txt",), out="out", max_steps=10, vocab_size=100)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run.loop_config().num_workers == 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for cores, gpus, workers in ((16, 1, 4), (4, 1, 3), (2, 1, 1), (16, 8, 1), (64, 8, 4)):
+        monkeypatch.setattr(pretrain_run.os, "cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda gpus=gpus: gpus)
+        assert run.loop_config().num_workers == workers, (cores, gpus)
+    told = dataclasses.replace(run, num_workers=0)
+    assert told.loop_config().num_workers == 0
