@@ -210,9 +210,15 @@ class ElectraForPreTraining(BertPreTrainedModel):
         body = self.bert(replaced_input, attention_mask, token_type_ids)
         rtd_logits = self.discriminator_predictions(body.last_hidden_state)  # (B, L)
         real = rtd_labels != IGNORE_INDEX  # (B, L)
-        rtd_loss = F.binary_cross_entropy_with_logits(
-            rtd_logits.float()[real], rtd_labels[real].float()
-        )
+        if rtd_logits.device.type == "cpu":
+            rtd_loss = F.binary_cross_entropy_with_logits(
+                rtd_logits.float()[real], rtd_labels[real].float()
+            )
+        else:  # the same mean without boolean indexing, whose size would wait for the GPU
+            losses = F.binary_cross_entropy_with_logits(
+                rtd_logits.float(), rtd_labels.clamp(min=0).float(), reduction="none"
+            )  # (B, L)
+            rtd_loss = torch.where(real, losses, 0.0).sum() / real.sum()
         weight = self.electra.rtd_weight
         return ElectraOutput(
             mlm_logits=mlm_logits,

@@ -13,9 +13,11 @@ Exact resume: a checkpoint holds the weights, the optimizer and schedule, every 
 and the data position; a resumed run continues as if never stopped (bit-identical on the CPU for
 step-limited runs; a time budget depends on the clock by nature).
 
-A step does not wait for the GPU to check that it is finite: from the first non-finite step on,
-the fused AdamW skips its updates on the device, and the host reads that step's number at the
-next log, evaluation or checkpoint, where it waits for the device anyway (`_guard_step`).
+A step does not wait for the GPU: its statistics are summed on the device and read at the next
+log, and to check that it is finite, from the first non-finite step on, the fused AdamW skips its
+updates on the device, and the host reads that step's number at the next log, evaluation or
+checkpoint, where it waits for the device anyway (`_guard_step`). Its token count comes from the
+batch on the host, before the copy.
 """
 
 # Shapes: B batch, L sequence length, P masked positions per sequence, V vocab.
@@ -300,7 +302,8 @@ class _Run:
         else:
             set_seed(config.seed + context.rank)  # dropout differs between processes
         bar = self._progress_bar(show_progress)
-        window = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+        # On the device: read at the logs only (the statistics of a step stay there).
+        window = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=self.device)
         # Throughput over training time only: evaluation and checkpoints do not count.
         window_start = last_checkpoint = self.progress.elapsed
         last_eval = None
@@ -308,16 +311,19 @@ class _Run:
             started = time.perf_counter()
             micro_batches = [next(batches) for _ in range(config.gradient_accumulation_steps)]
             self._schedule_before_step()
-            stats = self._step(train_model, [batch for batch, _ in micro_batches])
+            stats, tokens = self._step(train_model, [batch for batch, _ in micro_batches])
             self.progress.elapsed += self._agreed(time.perf_counter() - started)
             self.progress.step += 1
-            self.progress.tokens += int(stats[STAT_TOKENS])
+            self.progress.tokens += tokens
             self.progress.position = micro_batches[-1][1]
             window += stats
-            self._update_bar(bar, stats, started)
             log_due = self.progress.step % config.log_every_steps == 0 or self._done()
             eval_due = bool(eval_batches) and (self._eval_due() or self._done())
             checkpoint_due = self._checkpoint_due(last_checkpoint)
+            if log_due or checkpoint_due:  # the same steps in every process
+                self.progress.elapsed += self._wait_for_device()
+            reads = log_due or eval_due or checkpoint_due or _host_reads_are_free(self.device)
+            self._update_bar(bar, stats, tokens, started, reads)
             if log_due or eval_due or checkpoint_due:
                 self._check_steps()  # before anything of these steps is written
             if log_due:
@@ -375,15 +381,19 @@ class _Run:
             else:
                 self.schedule.step(self.progress.step / self.config.max_steps)
 
-    def _step(self, train_model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> torch.Tensor:
-        """One optimizer step over the micro-batches; returns the summed statistics."""
+    def _step(
+        self, train_model: nn.Module, batches: list[dict[str, torch.Tensor]]
+    ) -> tuple[torch.Tensor, int]:
+        """One optimizer step over the micro-batches; returns the summed statistics, on the
+        device and unread, and the step's non-padding tokens in all processes, counted on the
+        host batches (the statistics' STAT_TOKENS)."""
         context = self.context
         counts = [int((batch["labels"] != IGNORE_INDEX).sum()) for batch in batches]
         tokens = [int(batch["attention_mask"].sum()) for batch in batches]
         totals = torch.tensor([float(sum(counts)), float(sum(tokens))], dtype=torch.float64)
         totals = _all_reduce_sum(totals, context)
         total_predictions, total_tokens = max(float(totals[0]), 1.0), max(float(totals[1]), 1.0)
-        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+        stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=self.device)
         for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
             no_padding = bool(batch["attention_mask"].all())  # read on the host, not the device
             # From pinned memory (on CUDA) the copies overlap with the work already queued.
@@ -414,29 +424,36 @@ class _Run:
         self.optimizer.zero_grad(set_to_none=True)
         if not isinstance(self.schedule, BudgetSchedule):
             self.schedule.step()
-        return stats
+        return stats, int(totals[1])
 
     def _guard_step(self, norm: torch.Tensor, stats: torch.Tensor) -> torch.Tensor | None:
         """Nothing non-finite may be stepped into the weights: check this step, or have the
         optimizer skip it on the device. Returns the fused AdamW's `found_inf` (1.0: skip the
         update) when the check waits for `_check_steps`, else None (the step is finite).
 
-        `stats` are on the host, so reading them costs nothing; the norm is on the device. On
-        the CPU, or with an optimizer that cannot skip, the norm is read now. Otherwise the
-        device keeps the first non-finite step and skips every update from it on, so the
-        weights stay those of the last finite step, as if the run had stopped there.
+        `stats` (the losses) and the norm are on the device. On the CPU, or with an optimizer
+        that cannot skip, both are read now. Otherwise the device keeps the first step whose
+        statistics or norm are not finite and skips every update from it on, so the weights
+        stay those of the last finite step, as if the run had stopped there.
         """
         step = self.progress.step + 1
-        if not bool(torch.isfinite(stats).all()):
-            self._check_steps()  # an earlier step the device found comes first
-            self._diverged("the loss or the gradient norm", step)
         if not self.defers_finite_check:
-            if not bool(torch.isfinite(norm)):
+            if not bool(torch.isfinite(stats).all()) or not bool(torch.isfinite(norm)):
                 self._diverged("the loss or the gradient norm", step)
             return None
-        first_bad = (self.first_bad_step == 0) & ~torch.isfinite(norm)
+        finite = torch.isfinite(norm) & torch.isfinite(stats).all()
+        first_bad = (self.first_bad_step == 0) & ~finite
         self.first_bad_step = torch.where(first_bad, step, self.first_bad_step)
         return (self.first_bad_step != 0).to(torch.float32)
+
+    def _wait_for_device(self) -> float:
+        """Seconds spent waiting here for the steps that the device still runs: training time,
+        which a step's own clock misses when the host runs ahead of the GPU. 0 on the CPU."""
+        if self.device.type == "cpu":  # never runs ahead of the host
+            return 0.0
+        started = time.perf_counter()
+        torch.accelerator.synchronize(self.device)
+        return self._agreed(time.perf_counter() - started)
 
     def _check_steps(self) -> None:
         """Raise if a step was not finite (`_guard_step`): reads the device, so called only
@@ -512,12 +529,17 @@ class _Run:
             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]",
         )
 
-    def _update_bar(self, bar: tqdm | None, stats: torch.Tensor, started: float) -> None:
+    def _update_bar(
+        self, bar: tqdm | None, stats: torch.Tensor, tokens: int, started: float, reads: bool
+    ) -> None:
+        """Advance the bar; with `reads`, show the step's loss and throughput (which reads the
+        statistics: every step on the CPU, only where the host waits anyway on a GPU)."""
         if bar is None:
             return
-        values = summarize(stats)
-        tokens_per_second = float(stats[STAT_TOKENS]) / max(time.perf_counter() - started, 1e-9)
-        bar.set_postfix(loss=f"{values['loss']:.3f}", tok_s=f"{tokens_per_second:,.0f}")
+        if reads:
+            values = summarize(stats)
+            tokens_per_second = tokens / max(time.perf_counter() - started, 1e-9)
+            bar.set_postfix(loss=f"{values['loss']:.3f}", tok_s=f"{tokens_per_second:,.0f}")
         if self.config.max_steps is not None:
             bar.update(1)
         else:
@@ -526,6 +548,7 @@ class _Run:
     def _log_train(self, window: torch.Tensor, seconds: float) -> None:
         if self.metrics is None:
             return
+        window = window.cpu()  # one read of the device's sums
         self.metrics.log(
             "train",
             self.progress.step,

@@ -89,7 +89,7 @@ def evaluate(
     """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
     predictions, as `objective` measures them (with the AUC of its detection scores, if it has
     any). The caller puts the model in eval mode."""
-    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=device)
     scores, truths = [], []
     for batch in batches:
         batch = {key: value.to(device) for key, value in batch.items()}
@@ -101,7 +101,7 @@ def evaluate(
         if detected is not None:
             scores.append(detected[0])
             truths.append(detected[1])
-    values = summarize(stats)
+    values = summarize(stats.cpu())
     if scores:
         auc = roc_auc(torch.cat(scores).tolist(), torch.cat(truths).tolist())
         if not math.isnan(auc):  # one class only: no AUC
@@ -182,36 +182,40 @@ def batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torc
     """One batch's masked-LM and NSP sums in the order of STATS, then its non-padding tokens
     (STAT_TOKENS); the replaced-token detection slots stay 0 (`detection_stats` fills them).
 
-    `count` is the batch's masked-LM targets (labels other than IGNORE_INDEX)."""
-    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    `count` is the batch's masked-LM targets (labels other than IGNORE_INDEX). The sums are a
+    float64 tensor on the batch's device, computed there: nothing is read on the host, so on a
+    GPU a training step does not wait for the device (the loop reads the sums at its logs)."""
+    labels = batch["labels"]
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=labels.device)
     with torch.no_grad():
-        labels = batch["labels"]
         if count:
             predicted = output.mlm_logits.argmax(dim=-1)  # (B, P) or (B, L)
-            stats[0] = float(output.mlm_loss) * count
-            stats[1] = float(((predicted == labels) & (labels != IGNORE_INDEX)).sum())
+            stats[0] = output.mlm_loss.double() * count
+            stats[1] = ((predicted == labels) & (labels != IGNORE_INDEX)).sum()
             stats[2] = count
         if output.nsp_loss is not None:
             nsp_labels = batch["next_sentence_label"]  # (B,)
-            stats[3] = float(output.nsp_loss) * len(nsp_labels)
-            stats[4] = float((output.nsp_logits.argmax(dim=-1) == nsp_labels).sum())
+            stats[3] = output.nsp_loss.double() * len(nsp_labels)
+            stats[4] = (output.nsp_logits.argmax(dim=-1) == nsp_labels).sum()
             stats[5] = len(nsp_labels)
-        stats[STAT_TOKENS] = float(batch["attention_mask"].sum())
+        stats[STAT_TOKENS] = batch["attention_mask"].sum()
     return stats
 
 
 def detection_stats(output: Any) -> torch.Tensor:
     """A batch's replaced-token detection sums (ELECTRA's `ElectraOutput`: `rtd_logits`,
-    `rtd_labels`, `rtd_loss`, `rtd_weight`) in the rtd_* slots of STATS, 0 elsewhere."""
-    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64)
+    `rtd_labels`, `rtd_loss`, `rtd_weight`) in the rtd_* slots of STATS, 0 elsewhere: a float64
+    tensor on the output's device, computed there (nothing is read on the host)."""
+    labels = output.rtd_labels  # (B, L)
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=labels.device)
     with torch.no_grad():
-        real = output.rtd_labels != IGNORE_INDEX  # (B, L)
+        real = labels != IGNORE_INDEX  # (B, L)
         predicted = (output.rtd_logits > 0).long()  # (B, L)
-        positions = int(real.sum())
-        stats[6] = float(output.rtd_loss) * positions
-        stats[7] = float(((predicted == output.rtd_labels) & real).sum())
+        positions = real.sum().double()
+        stats[6] = output.rtd_loss.double() * positions
+        stats[7] = ((predicted == labels) & real).sum()
         stats[8] = positions
-        stats[9] = output.rtd_weight * float(output.rtd_loss) * positions
+        stats[9] = output.rtd_weight * output.rtd_loss.double() * positions
     return stats
 
 
