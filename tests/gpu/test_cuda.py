@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -31,12 +32,16 @@ from bertlab.apps.serve import inference
 from bertlab.apps.serve.language_model import score
 from bertlab.apps.serve.models import load_served_model
 from bertlab.cli import main
-from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig, FinetuneConfig, PretrainConfig, PretrainDataConfig
 from bertlab.core.hub import resolve
-from bertlab.core.runtime import DistributedContext, autocast, distributed
+from bertlab.core.runtime import DistributedContext, autocast, distributed, set_seed
+from bertlab.data.corpus import build_corpus
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training import loop as pretrain_loop
 from bertlab.training.metrics_log import MetricsLog, read_metrics
+from bertlab.training.objectives import objective_of
 from bertlab.use.language_model import generate
 
 pytestmark = [
@@ -425,14 +430,6 @@ def test_a_pretraining_step_between_logs_does_not_wait_for_the_gpu(
     """Under `torch.cuda.set_sync_debug_mode("warn")`, the steps that are not log steps (nor
     the first, which sets things up) make no host synchronisation: statistics stay on the
     device, the finite check is deferred, the progress bar reads nothing."""
-    import warnings
-
-    from bertlab.core.config import PretrainConfig, PretrainDataConfig
-    from bertlab.core.runtime import set_seed
-    from bertlab.data.corpus import build_corpus
-    from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training import loop
-    from bertlab.training.objectives import objective_of
 
     vocab, corpus_file = pretrain_files
     tokenizer = Tokenizer.from_pretrained(vocab)
@@ -453,21 +450,21 @@ def test_a_pretraining_step_between_logs_does_not_wait_for_the_gpu(
     )
     step = 0
     syncs: list[tuple[int, str]] = []
-    original_step = loop._Run._step
+    original_step = pretrain_loop._Run._step
 
     def counted_step(self, *args, **kwargs):
         nonlocal step
         step += 1
         return original_step(self, *args, **kwargs)
 
-    monkeypatch.setattr(loop._Run, "_step", counted_step)
+    monkeypatch.setattr(pretrain_loop._Run, "_step", counted_step)
     previous = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = lambda message, *args, **kwargs: syncs.append((step, str(message)))
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            result = loop.pretrain(
+            result = pretrain_loop.pretrain(
                 model, tokenizer, corpus, data, settings, tmp_path / "run", show_progress=True
             )
         finally:
