@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -16,6 +17,9 @@ import pytest
 import torch
 
 from bertlab.core.config import BertConfig
+from bertlab.data.corpus import build_corpus
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training import loop
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -121,6 +125,33 @@ def pretrain_files(tmp_path_factory) -> tuple[Path, Path]:
     """(vocab.txt, corpus.txt) of the synthetic word-level corpus: 30 documents."""
     directory = tmp_path_factory.mktemp("pretrain_files")
     return write_pretrain_vocab(directory), write_pretrain_corpus(directory / "corpus.txt")
+
+
+@pytest.fixture
+def tiny_pretraining(pretrain_files, tmp_path, tiny_config):
+    """What an in-process `training.loop.pretrain` run needs besides its model and settings: the
+    tokenizer of `pretrain_files`, its corpus built under tmp_path, and `tiny_config` at that
+    vocabulary's size."""
+    vocab, corpus_file = pretrain_files
+    tokenizer = Tokenizer.from_pretrained(vocab)
+    corpus = build_corpus([corpus_file], tokenizer, tmp_path / "corpus", show_progress=False)
+    return tokenizer, corpus, dataclasses.replace(tiny_config, vocab_size=tokenizer.vocab_size)
+
+
+@pytest.fixture
+def pretraining_step(monkeypatch) -> Callable[[], int]:
+    """The number of the pre-training loop's step running now (1 in the first `_step`, 0
+    before it), counted by wrapping `training.loop._Run._step`."""
+    count = 0
+    original = loop._Run._step
+
+    def counted(self, *args, **kwargs):
+        nonlocal count
+        count += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop._Run, "_step", counted)
+    return lambda: count
 
 
 def write_repetitive_corpus(path: Path, num_documents: int = 600, seed: int = 0) -> Path:

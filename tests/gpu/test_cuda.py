@@ -35,10 +35,8 @@ from bertlab.cli import main
 from bertlab.core.config import BertConfig, FinetuneConfig, PretrainConfig, PretrainDataConfig
 from bertlab.core.hub import resolve
 from bertlab.core.runtime import DistributedContext, autocast, distributed, set_seed
-from bertlab.data.corpus import build_corpus
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification
-from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training import loop as pretrain_loop
 from bertlab.training.metrics_log import MetricsLog, read_metrics
 from bertlab.training.objectives import objective_of
@@ -425,43 +423,26 @@ def test_serve_loads_onto_cuda_and_its_answers_equal_the_cpus(tmp_path, no_tf32)
 
 @pytest.mark.parametrize("objective", ["mlm+nsp", "mlm"])
 def test_a_pretraining_step_between_logs_does_not_wait_for_the_gpu(
-    pretrain_files, tmp_path, monkeypatch, objective
+    tiny_pretraining, pretraining_step, tmp_path, objective
 ) -> None:
     """Under `torch.cuda.set_sync_debug_mode("warn")`, the steps that are not log steps (nor
     the first, which sets things up) make no host synchronisation: statistics stay on the
     device, the finite check is deferred, the progress bar reads nothing."""
 
-    vocab, corpus_file = pretrain_files
-    tokenizer = Tokenizer.from_pretrained(vocab)
-    corpus = build_corpus([corpus_file], tokenizer, tmp_path / "corpus", show_progress=False)
+    tokenizer, corpus, config = tiny_pretraining
     data = PretrainDataConfig(max_seq_length=32, objective=objective)
     set_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=37,
-        max_position_embeddings=64,
-    )
     model = objective_of(data).build_model(config, None)
     settings = PretrainConfig(
         batch_size=4, max_steps=8, log_every_steps=4, eval_examples=0, warmup_proportion=0.0
     )
-    step = 0
     syncs: list[tuple[int, str]] = []
-    original_step = pretrain_loop._Run._step
-
-    def counted_step(self, *args, **kwargs):
-        nonlocal step
-        step += 1
-        return original_step(self, *args, **kwargs)
-
-    monkeypatch.setattr(pretrain_loop._Run, "_step", counted_step)
     previous = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        warnings.showwarning = lambda message, *args, **kwargs: syncs.append((step, str(message)))
+        warnings.showwarning = lambda message, *args, **kwargs: syncs.append(
+            (pretraining_step(), str(message))
+        )
         torch.cuda.set_sync_debug_mode("warn")
         try:
             result = pretrain_loop.pretrain(

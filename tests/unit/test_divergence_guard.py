@@ -5,14 +5,14 @@ free and immediate; here the deferred path runs on the CPU too, where the fused 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import set_seed
-from bertlab.data.corpus import build_corpus
 from bertlab.network.bert import BertForPreTraining
-from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training import loop
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -20,23 +20,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 BAD_STEP = 6  # its gradient is made infinite; its loss stays finite
 
 
-def _run_into_a_bad_gradient(
-    pretrain_files, tmp_path, name: str
-) -> tuple[str, BertForPreTraining, int]:
+def _run_into_a_bad_gradient(tiny_pretraining, out: Path) -> tuple[str, BertForPreTraining, int]:
     """A run whose step BAD_STEP has an infinite gradient: (the error, the model after it, the
     steps it ran)."""
-    vocab, corpus_file = pretrain_files
-    tokenizer = Tokenizer.from_pretrained(vocab)
-    corpus = build_corpus([corpus_file], tokenizer, tmp_path / "corpus", show_progress=False)
+    tokenizer, corpus, config = tiny_pretraining
     set_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=37,
-        max_position_embeddings=64,
-    )
     model = BertForPreTraining(config)
     backward_passes = 0
 
@@ -57,19 +45,17 @@ def _run_into_a_bad_gradient(
     )
     data = PretrainDataConfig(max_seq_length=32)
     with pytest.raises(loop.DivergedError) as error:
-        loop.pretrain(
-            model, tokenizer, corpus, data, settings, tmp_path / name, show_progress=False
-        )
+        loop.pretrain(model, tokenizer, corpus, data, settings, out, show_progress=False)
     return str(error.value), model, backward_passes
 
 
 def test_a_deferred_check_names_the_first_bad_step_and_keeps_its_weights(
-    pretrain_files, tmp_path, monkeypatch
+    tiny_pretraining, tmp_path, monkeypatch
 ) -> None:
-    now, stopped_at_once, steps = _run_into_a_bad_gradient(pretrain_files, tmp_path, "now")
+    now, stopped_at_once, steps = _run_into_a_bad_gradient(tiny_pretraining, tmp_path / "now")
     assert steps == BAD_STEP
     monkeypatch.setattr(loop, "_host_reads_are_free", lambda device: False)
-    later, stopped_later, steps = _run_into_a_bad_gradient(pretrain_files, tmp_path, "later")
+    later, stopped_later, steps = _run_into_a_bad_gradient(tiny_pretraining, tmp_path / "later")
     assert steps == 8  # read at the step-8 checkpoint
     for error in (now, later):
         assert error.startswith(f"training diverged at step {BAD_STEP}: ")

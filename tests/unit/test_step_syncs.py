@@ -15,9 +15,7 @@ import torch
 
 from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import set_seed
-from bertlab.data.corpus import build_corpus
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining, validate_inputs
-from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training import loop
 from bertlab.training.pretrain_stats import STAT_TOKENS, STATS, batch_stats, detection_stats
 
@@ -117,21 +115,13 @@ def test_the_model_reads_input_values_only_on_the_cpu() -> None:
         validate_inputs(config, on_device, None, torch.ones(2, 4, device="meta").long())
 
 
-def test_a_step_between_logs_reads_only_the_host_batch(pretrain_files, tmp_path, monkeypatch):
+def test_a_step_between_logs_reads_only_the_host_batch(
+    tiny_pretraining, pretraining_step, tmp_path, monkeypatch
+):
     """With the device's reads made costly (as on CUDA), every read that the training code makes
     in a step that is not a log, evaluation or checkpoint step is of the batch on the host."""
-    vocab, corpus_file = pretrain_files
-    tokenizer = Tokenizer.from_pretrained(vocab)
-    corpus = build_corpus([corpus_file], tokenizer, tmp_path / "corpus", show_progress=False)
+    tokenizer, corpus, config = tiny_pretraining
     set_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=37,
-        max_position_embeddings=64,
-    )
     model = BertForPreTraining(config)
     settings = PretrainConfig(
         batch_size=4,
@@ -143,7 +133,6 @@ def test_a_step_between_logs_reads_only_the_host_batch(pretrain_files, tmp_path,
     )
     monkeypatch.setattr(loop, "_host_reads_are_free", lambda device: False)
     training = str(Path(loop.__file__).parent)
-    step = 0
     reads: list[tuple[int, str]] = []
 
     def recording(name):
@@ -153,19 +142,11 @@ def test_a_step_between_logs_reads_only_the_host_batch(pretrain_files, tmp_path,
             frame = sys._getframe(1)
             if frame.f_code.co_filename.startswith(training):
                 line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-                reads.append((step, line))
+                reads.append((pretraining_step(), line))
             return original(self, *args, **kwargs)
 
         return read
 
-    original_step = loop._Run._step
-
-    def counted_step(self, *args, **kwargs):
-        nonlocal step
-        step += 1
-        return original_step(self, *args, **kwargs)
-
-    monkeypatch.setattr(loop._Run, "_step", counted_step)
     for name in READS:
         monkeypatch.setattr(torch.Tensor, name, recording(name))
     result = loop.pretrain(
