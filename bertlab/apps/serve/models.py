@@ -207,6 +207,7 @@ def load_served_model(
         ValueError: the weights are not in safetensors files, or a file is corrupt.
     """
     directory = Path(directory)
+    device = device or default_device()
     if not (directory / CONFIG_NAME).is_file():
         raise FileNotFoundError(f"{directory}: no {CONFIG_NAME} (not a model directory)")
     keys = normalize_keys(dict.fromkeys(safetensors_keys(directory)), "")
@@ -215,7 +216,7 @@ def load_served_model(
     has_pooler = POOLER_KEY in keys
     if architecture in HEADS:
         task = _served_task(directory, architecture, values)
-        head = task.load_head(directory, None).eval().to(device or default_device())
+        head = task.load_head(directory, None).eval().to(device)
         task.check_fits(head.config)
         served = ServedModel(
             name,
@@ -228,12 +229,12 @@ def load_served_model(
         )
     elif MLM_HEAD_KEY in keys:
         lm, tokenizer = load_with_lm_head(directory)
-        lm = lm.to(device or default_device())
+        lm = lm.to(device)
         has_pooler = has_pooler and not lm.config.is_causal
         served = ServedModel(name, architecture, lm.bert, tokenizer, lm=lm, has_pooler=has_pooler)
     else:
         encoder, tokenizer = load_encoder(directory)
-        encoder = encoder.to(device or default_device())
+        encoder = encoder.to(device)
         has_pooler = has_pooler and not encoder.config.is_causal
         served = ServedModel(name, architecture, encoder, tokenizer, has_pooler=has_pooler)
     logger.info(
