@@ -24,6 +24,12 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def host_reads_are_free(device: torch.device) -> bool:
+    """Whether the host reads a value on `device` without waiting: on the CPU. On a GPU a read
+    (`float(tensor)`, `bool(tensor)`, a boolean mask's indexing) waits for every queued step."""
+    return device.type == "cpu"
+
+
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device a model's weights are on: where its inputs must go."""
     return next(model.parameters()).device

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.core.config import BertConfig
+from bertlab.core.runtime import host_reads_are_free
 from bertlab.network import checkpoint
 
 IGNORE_INDEX = -100  # label value that the losses skip (PyTorch's and HF's convention)
@@ -423,7 +424,7 @@ def validate_inputs(
             f"sequence length {seq_len} exceeds max_position_embeddings "
             f"{config.max_position_embeddings}"
         )
-    reads_values = input_ids.device.type == "cpu"  # not on a GPU (above)
+    reads_values = host_reads_are_free(input_ids.device)  # not on a GPU (above)
     if reads_values:
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
@@ -496,7 +497,7 @@ class BertModel(BertPreTrainedModel):
             # the host and passes None).
             if (
                 attention_mask is not None
-                and attention_mask.device.type == "cpu"
+                and host_reads_are_free(attention_mask.device)
                 and bool(attention_mask.all())
             ):
                 attention_mask = None

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.core.config import BertConfig, ElectraConfig
+from bertlab.core.runtime import host_reads_are_free
 from bertlab.network import checkpoint
 from bertlab.network.bert import (
     ACTIVATIONS,
@@ -210,7 +211,7 @@ class ElectraForPreTraining(BertPreTrainedModel):
         body = self.bert(replaced_input, attention_mask, token_type_ids)
         rtd_logits = self.discriminator_predictions(body.last_hidden_state)  # (B, L)
         real = rtd_labels != IGNORE_INDEX  # (B, L)
-        if rtd_logits.device.type == "cpu":
+        if host_reads_are_free(rtd_logits.device):
             rtd_loss = F.binary_cross_entropy_with_logits(
                 rtd_logits.float()[real], rtd_labels[real].float()
             )

@@ -45,6 +45,7 @@ from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
     autocast,
+    host_reads_are_free,
     resolve_precision,
     rng_state,
     set_rng_state,
@@ -212,16 +213,11 @@ def training_batches(
     return iter(loader)
 
 
-def _host_reads_are_free(device: torch.device) -> bool:
-    """Whether reading a value of `device` on the host costs no wait (the CPU)."""
-    return device.type == "cpu"
-
-
 def _defers_finite_check(device: torch.device, optimizer: torch.optim.Optimizer) -> bool:
     """Whether a step's finite check waits for `_check_steps`: not on the CPU, and only with
     the fused AdamW, which can skip an update on the device (`found_inf`)."""
     fused = all(group.get("fused") for group in optimizer.param_groups)
-    return fused and not _host_reads_are_free(device)
+    return fused and not host_reads_are_free(device)
 
 
 class _Run:
@@ -322,7 +318,7 @@ class _Run:
             checkpoint_due = self._checkpoint_due(last_checkpoint)
             if log_due or checkpoint_due:  # the same steps in every process
                 self.progress.elapsed += self._wait_for_device()
-            reads = log_due or eval_due or checkpoint_due or _host_reads_are_free(self.device)
+            reads = log_due or eval_due or checkpoint_due or host_reads_are_free(self.device)
             self._update_bar(bar, stats, tokens, started, reads)
             if log_due or eval_due or checkpoint_due:
                 self._check_steps()  # before anything of these steps is written

@@ -54,7 +54,7 @@ def test_a_deferred_check_names_the_first_bad_step_and_keeps_its_weights(
 ) -> None:
     now, stopped_at_once, steps = _run_into_a_bad_gradient(tiny_pretraining, tmp_path / "now")
     assert steps == BAD_STEP
-    monkeypatch.setattr(loop, "_host_reads_are_free", lambda device: False)
+    monkeypatch.setattr(loop, "host_reads_are_free", lambda device: False)
     later, stopped_later, steps = _run_into_a_bad_gradient(tiny_pretraining, tmp_path / "later")
     assert steps == 8  # read at the step-8 checkpoint
     for error in (now, later):

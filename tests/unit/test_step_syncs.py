@@ -131,7 +131,7 @@ def test_a_step_between_logs_reads_only_the_host_batch(
         warmup_proportion=0.0,
         num_workers=0,
     )
-    monkeypatch.setattr(loop, "_host_reads_are_free", lambda device: False)
+    monkeypatch.setattr(loop, "host_reads_are_free", lambda device: False)
     training = str(Path(loop.__file__).parent)
     reads: list[tuple[int, str]] = []
 
