@@ -32,8 +32,8 @@ from bertlab.apps.flows import compare, finetune_and_test, random_twin, sign_tes
 from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.task_families import make_task
-from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import budget_recipe
 from bertlab.training.finetune import read_task_data
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining

@@ -33,17 +33,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab.core.config import BertConfig, ElectraConfig, PretrainDataConfig
+from bertlab.core.metrics import roc_auc
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec, held_out_batches
+from bertlab.network.bert import IGNORE_INDEX
 from bertlab.network.electra import (
     ElectraForPreTraining,
     generator_config,
     replace_tokens,
     sample_tokens,
 )
-from bertlab.core.metrics import roc_auc
-from bertlab.network.bert import IGNORE_INDEX
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.optim import build_optimizer, linear_warmup_decay
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from bertlab.use.features import extract_features
-from bertlab.network.bert import BertModel
 from bertlab.core.text_files import read_lines
+from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.use.features import extract_features
 
 
 def read_texts(path: Path, count: int) -> list[str]:
