@@ -27,7 +27,7 @@ test-all: $(STAMP)
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest -q -m browser
 
-# Remake the models that ship in bertlab/models (bertlab:NAME): an hour and a half of pre-training
+# Remake the models that ship in bertlab/models (bertlab:NAME): two hours of pre-training
 # on 2 CPU cores with the shared data beside the checkout (tools/ship_model.py, docs/models.md).
 models: $(STAMP)
 	$(BIN)/python tools/ship_model.py --data ../shared/data

@@ -71,8 +71,8 @@ MODELS = (
             "corpus_zh/CLUECorpusSmall_bert_sampled.txt",
             "bertlab/demo_data/chnsenticorp_unlabeled.txt.gz",
         ),
-        budget_minutes=30,
-        description="BERT-mini (4 layers of 256) pre-trained for half an hour on 2 CPU cores on "
+        budget_minutes=60,
+        description="BERT-mini (4 layers of 256) pre-trained for an hour on 2 CPU cores on "
         "the shared Chinese corpus (Wikipedia and CLUECorpusSmall samples) and 8,100 ChnSentiCorp "
         "reviews (text only; none of the demo's labelled reviews)",
         license="Chinese Wikipedia: CC BY-SA 3.0; CLUECorpusSmall and ChnSentiCorp: research use, "

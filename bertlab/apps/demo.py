@@ -239,17 +239,21 @@ def _demo(
     say(f"\n== 5. Fine-tuning on {recipe.task}: {count} models of one shape, seeds {seeds}")
     train, dev, test = len(task_data[1].train), len(task_data[1].dev), len(task_data[2])
     say(f"  {train} training, {dev} dev (best epoch), {test} test")
-    rate = recipe.finetune_learning_rate
-    scores = _finetune_rows(recipe, task_data, rows, rate, out, show_progress, say)
+    rate, batch = recipe.finetune_learning_rate, recipe.finetune_batch_size
+    scores = _finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
     clock.lap("fine-tuning")
 
     about = _describe_shipped(name, shipped_dir, recipe, out / "pretrain" / "final")
     rows = _shipped_rows(recipe, out, shipped_dir, about["same_start"], seeds)
     said = ", ".join(f"{row.name} seeds {row.seeds}" for row in rows)
-    rate = recipe.finetune_learning_rate if about["same_start"] else recipe.shipped_learning_rate
-    about["learning_rate"] = rate
-    say(f"\n== 6. Fine-tuning {name} ({about['shape']}) at learning rate {rate:g}: {said}")
-    scores |= _finetune_rows(recipe, task_data, rows, rate, out, show_progress, say)
+    if not about["same_start"]:
+        rate, batch = recipe.shipped_learning_rate, recipe.shipped_batch_size
+    about["learning_rate"], about["batch_size"] = rate, batch
+    say(
+        f"\n== 6. Fine-tuning {name} ({about['shape']}) at learning rate {rate:g}, batch "
+        f"{batch}: {said}"
+    )
+    scores |= _finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
     clock.lap("fine-tuning the shipped model")
 
     say("\n== 7. Attention map")
@@ -493,9 +497,9 @@ def _shipped_rows(
 ) -> list[_Row]:
     """The shipped model with the first `recipe.shipped_seeds` seeds, and its random twin (its
     config and vocabulary, the start of the demo's twins) with the first `recipe.twin_seeds`
-    unless it starts as the demo's model does."""
+    unless it starts as the demo's model does or the recipe runs no twin."""
     rows = [_Row(SHIPPED, seeds[: recipe.shipped_seeds], lambda seed: shipped_dir)]
-    if same_start:  # the demo's scratch row is its twin
+    if same_start or not recipe.twin_seeds:  # the demo's scratch row is its twin; or none
         return rows
     config = BertConfig.from_json_file(shipped_dir / "config.json")
     tokenizer = Tokenizer.from_pretrained(shipped_dir)
@@ -518,20 +522,21 @@ def _finetune_rows(
     recipe: DemoRecipe,
     task_data: tuple[Task, TaskData, list],
     rows: list[_Row],
-    learning_rate: float,
+    rate_and_batch: tuple[float, int],
     out: Path,
     show_progress: bool,
     say,
 ) -> dict[str, list[float]]:
-    """Fine-tune every row's seeds with the recipe's settings at `learning_rate`; each one's
-    test accuracy."""
+    """Fine-tune every row's seeds with the recipe's settings at `rate_and_batch` (learning
+    rate, batch size); each one's test accuracy."""
     task, data, test = task_data
+    learning_rate, batch_size = rate_and_batch
     scores: dict[str, list[float]] = {row.name: [] for row in rows}
     for seed in dict.fromkeys(seed for row in rows for seed in row.seeds):  # seed by seed
         for row in (row for row in rows if seed in row.seeds):
             config = FinetuneConfig(
                 learning_rate=learning_rate,
-                batch_size=recipe.finetune_batch_size,
+                batch_size=batch_size,
                 num_train_epochs=recipe.finetune_epochs,
                 seed=seed,
             )

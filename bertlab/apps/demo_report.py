@@ -46,6 +46,9 @@ COLORS = {
 REPOSITORY = Path(__file__).resolve().parents[2]
 HOUR_TABLE = "README.md#does-pre-training-pay-off-on-a-laptop"
 BUDGET_DOCS = "docs/budget.md"
+DEMO_NOTEBOOK = (
+    "lab/demo-notebook.md#2026-11-27-the-chinese-model-for-an-hour-and-the-shipped-rows-batch"
+)
 PRETRAIN_PANELS = (
     ("mlm_loss", "loss (nats per masked token)", "masked-LM loss"),
     ("mlm_accuracy", "accuracy (share of masked tokens)", "masked-LM accuracy"),
@@ -204,7 +207,7 @@ def _finetuning_section(result: dict[str, Any], out: Path) -> list[str]:
         f"`{shipped['name']}` ({shipped['shape']}), each fine-tuned with the same budget "
         f"({recipe['finetune_epochs']} epochs, batch {recipe['finetune_batch_size']}) and the "
         f"same seeds, at learning rate {recipe['finetune_learning_rate']:g}"
-        f"{_shipped_rate(result)}. The best epoch is picked on a dev split of the training "
+        f"{_shipped_settings(result)}. The best epoch is picked on a dev split of the training "
         "sentences and scored once on the held-out test slice.",
         *results_table(result),
         "",
@@ -221,15 +224,23 @@ def _finetuning_section(result: dict[str, Any], out: Path) -> list[str]:
     ]
 
 
-def _shipped_rate(result: dict[str, Any]) -> str:
-    """The shipped model's own rate, where it has one (results of older demos have none)."""
-    rate = result["shipped"].get("learning_rate", result["recipe"]["finetune_learning_rate"])
-    if rate == result["recipe"]["finetune_learning_rate"]:
+def _shipped_settings(result: dict[str, Any]) -> str:
+    """The shipped model's own rate and batch, where they differ from the demo's (results of
+    older demos have neither)."""
+    recipe, shipped = result["recipe"], result["shipped"]
+    rate = shipped.get("learning_rate", recipe["finetune_learning_rate"])
+    batch = shipped.get("batch_size", recipe["finetune_batch_size"])
+    own = [f"{rate:g}"] if rate != recipe["finetune_learning_rate"] else []
+    if batch != recipe["finetune_batch_size"]:
+        own.append(f"batch {batch}")
+    if not own:
         return ""
-    return (
-        f" (the shipped model and its twin at {rate:g}: the larger model's rate, measured, at "
-        "which neither learned one class)"
-    )
+    if SHIPPED_SCRATCH in result["scores"]:
+        who, stable = "the shipped model and its twin", "neither learned one class"
+    else:
+        who, stable = "the shipped model", "it learned one class in no seed"
+    settings = ", ".join(own)
+    return f" ({who} at {settings}: the larger model's own settings, measured, at which {stable})"
 
 
 def _rows_explained(result: dict[str, Any], out: Path) -> list[str]:
@@ -266,6 +277,13 @@ def _rows_explained(result: dict[str, Any], out: Path) -> list[str]:
     if shipped["same_start"]:
         explained[SHIPPED] += (
             " It has this demo's shape and vocabulary, so the scratch row is its random twin."
+        )
+    elif SHIPPED_SCRATCH not in result["scores"]:
+        explained[SHIPPED] += (
+            " Its random twin (its shape and vocabulary from scratch) is not run here, for "
+            f"time; against this demo's scratch row it differs in shape and vocabulary as well "
+            f"as pre-training ({_doc_link(out, DEMO_NOTEBOOK, 'the lab notebook')} measures "
+            "its twin)."
         )
     names = list(result["scores"])
     if "skipped" in vectors and PRETRAINED in names:  # said where the row would stand

@@ -48,6 +48,10 @@ def test_a_shipped_model_of_the_demos_shape_has_the_demos_scratch_as_twin(
         (SHIPPED_SCRATCH, seeds[: RECIPE.twin_seeds]),
     ]
     assert 0 < RECIPE.twin_seeds <= RECIPE.shipped_seeds
+    chinese = RECIPES["zh"]  # no time for the twin: the shipped model's seeds only
+    assert chinese.twin_seeds == 0
+    rows = _shipped_rows(chinese, tmp_path, wider, False, seeds)
+    assert [(row.name, row.seeds) for row in rows] == [(SHIPPED, seeds[: chinese.shipped_seeds])]
 
 
 def _result(one_class: list | None = None) -> dict:
@@ -130,6 +134,23 @@ def test_the_report_gives_each_rows_learning_rate(tmp_path: Path) -> None:
     text = "\n".join(_finetuning_section(result, tmp_path))
     assert "at learning rate 0.001 (the shipped model and its twin at 0.0003:" in text
     assert "predicts the commonest label for every sentence scores 51.2%" in text
+
+
+def test_a_shipped_model_without_its_twin_says_its_own_batch_and_why_no_twin(
+    tmp_path: Path,
+) -> None:
+    result = _result() | {"comparisons": []}
+    del result["scores"][SHIPPED_SCRATCH]
+    result["shipped"] |= {"learning_rate": 3e-4, "batch_size": 16}
+    text = "\n".join(_finetuning_section(result, tmp_path))
+    assert "at learning rate 0.001 (the shipped model at 0.0003, batch 16: the larger" in text
+    lines = _rows_explained(result, tmp_path)
+    assert [line.split("**")[1] for line in lines] == [PRETRAINED, WORD_VECTORS, SCRATCH, SHIPPED]
+    assert "Its random twin (its shape and vocabulary from scratch) is not run here" in lines[-1]
+    assert "demo-notebook.md#2026-11-27-the-chinese-model-for-an-hour" in lines[-1]
+    result["shipped"]["learning_rate"] = 1e-3  # the batch alone differs
+    text = "\n".join(_finetuning_section(result, tmp_path))
+    assert "at learning rate 0.001 (the shipped model at batch 16: the larger" in text
 
 
 def test_a_skipped_word_vector_row_is_said_where_it_would_stand(tmp_path: Path) -> None:
