@@ -73,3 +73,12 @@ def test_every_relative_link_reaches_its_file_and_section(path):
 def test_the_readme_stays_a_product_page():
     """The README is what a newcomer reads first: at most 220 lines; the rest lives in docs/."""
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 220
+
+
+@pytest.mark.parametrize("target", ["HOUR_TABLE", "BUDGET_DOCS", "DEMO_NOTEBOOK"])
+def test_the_demo_reports_links_into_the_repository_reach_their_sections(target):
+    from bertlab.apps import demo_report
+
+    name, _, section = getattr(demo_report, target).partition("#")
+    assert (REPO / name).is_file()
+    assert not section or section in anchors(REPO / name)
