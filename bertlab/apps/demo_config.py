@@ -65,9 +65,10 @@ class DemoRecipe:
     # (lab/demo-notebook.md): at 1e-3 and 5e-4 one of 3 seeds of the twin learned one
     # class; at 3e-4 neither row did in 5 seeds, and the shipped model scored its best median.
     shipped_learning_rate: float = 3e-4
-    # Their batch. Chinese has half English's labelled sentences (28 steps an epoch at 32): at
-    # 16 the hour's Chinese model scored 80.0% (78.8-81.0) against 77.2% (73.8-79.6) at 32, and
-    # the demo's BERT-Tiny scratch row did not gain from 16 (lab/demo-notebook.md).
+    # Their batch. Chinese has half English's labelled sentences (28 steps an epoch at 32): the
+    # hour's Chinese model (fp32 weights) scored 80.0% (78.8-81.0) at 16 against 77.2%
+    # (73.8-79.6) at 32, and the demo's BERT-Tiny scratch row did not gain from 16
+    # (lab/demo-notebook.md).
     shipped_batch_size: int = 32
     finetune_epochs: int = 4
     finetune_batch_size: int = 32
