@@ -51,6 +51,22 @@ SLICES = {
 ARMS = ("scratch", "w2v", "mlm", "w2v+mlm", "electra", "electra15")
 
 
+def summary_line(name: str, values, reference: str, reference_values) -> str:
+    """One arm's median and range, and, unless it is the reference, its margin against the
+    reference's median, the spread rule's verdict and the paired seeds' sign test."""
+    median = statistics.median(values)
+    line = f"{name}: median {median:.4f} ({min(values):.4f}-{max(values):.4f})"
+    if values is reference_values:
+        return line
+    comparison = compare(reference_values, values)
+    wins, losses, p_value = sign_test(reference_values, values)
+    return line + (
+        f"  margin {comparison.margin:+.4f} vs spread {comparison.spread:.4f} "
+        f"({'beats ' + reference if comparison.wins else 'no'}); paired {wins}-{losses}, "
+        f"sign test p {p_value:.3f}"
+    )
+
+
 def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
@@ -169,18 +185,7 @@ def main() -> None:
     log["finetuning_seconds"] = time.perf_counter() - started
     log["scores"] = scores
     for arm in arms:
-        values = scores[arm]
-        median = statistics.median(values)
-        line = f"{arm:>10}: median {median:.4f} ({min(values):.4f}-{max(values):.4f})"
-        if arm != "scratch":
-            comparison = compare(scores["scratch"], values)
-            wins, losses, p_value = sign_test(scores["scratch"], values)
-            line += (
-                f"  margin {comparison.margin:+.4f} vs spread {comparison.spread:.4f} "
-                f"({'beats scratch' if comparison.wins else 'no'}); paired {wins}-{losses}, "
-                f"sign test p {p_value:.3f}"
-            )
-        print(line)
+        print(summary_line(f"{arm:>10}", scores[arm], "scratch", scores["scratch"]))
     (out / "log.json").write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
 
 

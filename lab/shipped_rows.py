@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from demo_arms import summary_line  # lab/, the script's own folder
+
 from bertlab.apps.demo import _step_tokenizer, _task_data, model_config
 from bertlab.apps.demo_config import RECIPES
-from bertlab.apps.flows import compare, finetune_and_test, random_twin, sign_test
+from bertlab.apps.flows import finetune_and_test, random_twin
 from bertlab.core.config import BertConfig, FinetuneConfig
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import BudgetRecipe
@@ -103,16 +104,7 @@ def main() -> None:
             print(f"seed {seed} {arm}: {log['scores'][arm][-1]:.4f}", flush=True)
     reference = next(iter(arms))
     for arm, values in log["scores"].items():
-        median, low, high = statistics.median(values), min(values), max(values)
-        line = f"{arm}: median {median:.4f} ({low:.4f}-{high:.4f})"
-        if arm != reference:
-            comparison = compare(log["scores"][reference], values)
-            wins, losses, p_value = sign_test(log["scores"][reference], values)
-            line += (
-                f"  vs {reference}: margin {comparison.margin:+.4f}, spread "
-                f"{comparison.spread:.4f}; paired {wins}-{losses}, sign test p {p_value:.3f}"
-            )
-        print(line)
+        print(summary_line(arm, values, reference, log["scores"][reference]))
     (out / "log.json").write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
 
 
