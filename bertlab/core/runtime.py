@@ -7,6 +7,7 @@ Shared by pre-training and fine-tuning. Nothing here reads the environment: torc
 from __future__ import annotations
 
 import contextlib
+import io
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,3 +143,29 @@ def barrier(context: DistributedContext) -> None:
 
 
 SINGLE_PROCESS = DistributedContext()
+
+
+def gathered(value: Any, context: DistributedContext) -> list[Any]:
+    """`value` of every process, by rank (a list of one outside a torchrun job).
+
+    Each travels as the bytes of `torch.save` and loads with `weights_only` (tensors, numbers,
+    strings, lists, dicts, tuples), as a checkpoint's state does: `all_gather_object`'s own
+    pickling of tensors cannot load every dtype (numpy's uint32 generator keys).
+    """
+    if not context.is_distributed:
+        return [value]
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    values: list[bytes | None] = [None] * context.world_size
+    dist.all_gather_object(values, buffer.getvalue())
+    return [torch.load(io.BytesIO(data), weights_only=True) for data in values]
+
+
+def from_main(value: Any, context: DistributedContext) -> Any:
+    """The main process's `value` (plain Python: numbers, strings, lists, dicts) in every
+    process, so that they decide alike without reading each other's files."""
+    if not context.is_distributed:
+        return value
+    values = [value if context.is_main else None]
+    dist.broadcast_object_list(values, src=0)
+    return values[0]

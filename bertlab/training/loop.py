@@ -45,6 +45,7 @@ from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
     autocast,
+    gathered,
     host_reads_are_free,
     resolve_precision,
     rng_state,
@@ -160,9 +161,32 @@ def pretrain(
             does not fit in memory.
     """
     run = _Run(model, tokenizer, corpus, data_config, config, Path(out_dir), context)
-    if resume:
-        run.resume()
-    return run.train(show_progress)
+    with _frozen(run.model, run.objective.untrained_modules):
+        if resume:
+            run.resume()
+        return run.train(show_progress)
+
+
+@contextlib.contextmanager
+def _frozen(model: nn.Module, modules: tuple[str, ...]) -> Iterator[None]:
+    """`modules` of `model` (names such as "bert.pooler") take no gradient in the block, as
+    their objective trains them anyway: DistributedDataParallel then expects a gradient for
+    every other parameter at each step, without searching the graph for unused ones. Their
+    weights and the optimizer are as they would be without the block (a parameter without a
+    gradient is skipped by AdamW and by clipping)."""
+    prefixes = tuple(f"{module}." for module in modules)
+    frozen = [
+        parameter
+        for name, parameter in model.named_parameters()
+        if name.startswith(prefixes) and parameter.requires_grad
+    ]
+    for parameter in frozen:
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter in frozen:
+            parameter.requires_grad_(True)
 
 
 def training_stream(
@@ -253,6 +277,7 @@ class _Run:
         self.progress = Progress()
         self.metrics: MetricsLog | None = None
         self.restored_rng: dict[str, Any] | None = None
+        self.checkpoint_step: int | None = None  # the step of the latest checkpoint, if any
         self.unigram: float | None = None  # the held-out batches' unigram level, set by `train`
         num_train, num_held_out = held_out_split(corpus.num_documents, config.eval_examples)
         special = SpecialIds.from_vocab(tokenizer.get_vocab())
@@ -280,6 +305,7 @@ class _Run:
         self.schedule.load_state_dict(state["schedule"])
         self.progress = Progress.from_dict(state["progress"])
         self.restored_rng = state["rng"][self.context.rank]
+        self.checkpoint_step = self.progress.step
         logger.info("resuming from %s (step %d)", checkpoint_dir, self.progress.step)
 
     # --- the loop -------------------------------------------------------------------------
@@ -333,11 +359,9 @@ class _Run:
                 last_checkpoint = self.progress.elapsed
         if bar is not None:
             bar.close()
-        if self._checkpointing() and checkpointing.latest_checkpoint(self.out_dir) != (
-            self.out_dir
-            / checkpointing.CHECKPOINTS_DIR
-            / checkpointing.checkpoint_name(self.progress.step)
-        ):
+        # Known in every process alike: the other processes never read rank 0's files to decide
+        # (another machine does not see them; on this one rank 0 may still be writing them).
+        if self._checkpointing() and self.checkpoint_step != self.progress.step:
             self._save_checkpoint()
         final_dir = self._save_final() if context.is_main else None
         return PretrainResult(self.progress, final_dir, last_eval)
@@ -491,9 +515,8 @@ class _Run:
 
     def _wrap_model(self) -> nn.Module:
         train_model: nn.Module = self.model.train()
-        if self.context.is_distributed:
-            unused = not self.objective.trains_every_parameter
-            train_model = DistributedDataParallel(train_model, find_unused_parameters=unused)
+        if self.context.is_distributed:  # every parameter that requires one gets a gradient
+            train_model = DistributedDataParallel(train_model)
         if self.config.do_compile:
             train_model = torch.compile(train_model)
         return train_model
@@ -565,10 +588,8 @@ class _Run:
 
     def _save_checkpoint(self) -> None:
         self._check_finite_weights()  # rotation must never replace a good checkpoint by this
-        states = [checkpointing.portable_rng_state(rng_state())]
-        if self.context.is_distributed:
-            states = [None] * self.context.world_size
-            dist.all_gather_object(states, checkpointing.portable_rng_state(rng_state()))
+        states = gathered(checkpointing.portable_rng_state(rng_state()), self.context)
+        self.checkpoint_step = self.progress.step
         if not self.context.is_main:
             return
         state = {

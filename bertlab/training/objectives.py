@@ -140,10 +140,12 @@ class Objective:
         return OBJECTIVE_DATA[self.name]
 
     @property
-    def trains_every_parameter(self) -> bool:
-        """Whether every weight gets a gradient each step (DDP must look for unused ones
-        otherwise): without next-sentence pairs the pooler and the NSP head get none."""
-        return self.data.is_pair
+    def untrained_modules(self) -> tuple[str, ...]:
+        """The modules of its model that its loss never reaches: without next-sentence pairs,
+        the pooler and the NSP head. The loop freezes them while it trains, so that under
+        DistributedDataParallel every parameter that requires a gradient gets one each step
+        (`tests/unit/test_objectives.py` checks the list against a real step)."""
+        return () if self.data.is_pair else ("bert.pooler", "cls.seq_relationship")
 
     # --- settings and model -------------------------------------------------------------------
 
@@ -247,6 +249,11 @@ class ReplacedTokenDetection(Objective):
         (GENERATOR_DIR, ElectraForPreTraining.save_generator),
         (DISCRIMINATOR_DIR, ElectraForPreTraining.save_electra_discriminator),
     )
+
+    @property
+    def untrained_modules(self) -> tuple[str, ...]:
+        """The discriminator's pooler: replaced-token detection reads every position instead."""
+        return ("bert.pooler",)
 
     def model_kwargs(self, settings: ElectraConfig) -> dict[str, Any]:
         return {"electra": settings}

@@ -109,7 +109,10 @@ def test_each_objectives_entry_says_what_it_builds_trains_logs_and_saves(name) -
     is_pair, is_causal, model_class, saved, statistics, pipeline_tag = EXPECTED[name]
     objective = OBJECTIVES[name]
     assert (objective.data.is_pair, objective.data.is_causal) == (is_pair, is_causal)
-    assert objective.trains_every_parameter == is_pair  # the NSP head learns from pairs only
+    if is_pair:  # the NSP head and the pooler learn from sentence pairs only
+        assert objective.untrained_modules == ()
+    else:
+        assert "bert.pooler" in objective.untrained_modules
     assert objective.model_class is model_class
     assert tuple(folder for folder, _ in objective.saves) == saved
     assert objective.statistics == statistics
@@ -162,6 +165,12 @@ def test_the_entry_tells_the_truth_about_the_data_the_model_and_the_statistics(
     torch.testing.assert_close(loss, output.loss)
     loss.backward()
     assert (objective.detection_scores(output) is not None) == (name == "electra")
+    # What the loss reaches is what the entry trains: DistributedDataParallel expects a gradient
+    # for every parameter that is not in an untrained module, and none for those that are.
+    untrained = objective.untrained_modules
+    for parameter_name, parameter in model.named_parameters():
+        is_untrained = parameter_name.startswith(tuple(f"{module}." for module in untrained))
+        assert (parameter.grad is None) == is_untrained, parameter_name
 
 
 def test_an_objectives_own_settings_are_refused_for_the_others(tmp_path) -> None:
