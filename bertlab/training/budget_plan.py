@@ -7,6 +7,11 @@ two as each shape's speed, and lets `choose_shape` pick the largest shape that r
 in the budget. An explicit model size keeps its shape and gets that shape's settings. The plan is
 written to OUT/budget_plan.json, so that `--resume` continues with the same choices.
 
+Under torchrun every process measures its own device and the slowest sets the pace (DDP steps
+together); the tokens a budget reads are those of all processes, each on its own batch of the
+recipe's size (the global batch is the processes times it). On the CPU the table is chosen by
+the budget's minutes whatever the number of processes: it was measured in one process.
+
     plan = plan_budget(300, torch.device("cuda"), None, spec)
     plan.recipe.model_size, plan.lines()  # "mini", ["measured on NVIDIA H200: ...", ...]
 """
@@ -24,7 +29,13 @@ import torch
 
 from bertlab.core.atomic import write_json
 from bertlab.core.config import PRESETS, BertConfig, with_new_warmup_name
-from bertlab.core.runtime import autocast, resolve_precision
+from bertlab.core.runtime import (
+    SINGLE_PROCESS,
+    DistributedContext,
+    autocast,
+    gathered,
+    resolve_precision,
+)
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.network.bert import BertForPreTraining
 from bertlab.training.budget import (
@@ -54,19 +65,28 @@ class BudgetPlan:
     tokens_per_second: dict[str, float] = field(default_factory=dict)  # measured, by shape
     parameters: dict[str, int] = field(default_factory=dict)
     loader_tokens_per_second: float | None = None
+    processes: int = 1  # torchrun's world size: each process trains a batch of the recipe's size
 
     def expected_tokens(self) -> float | None:
+        """Tokens that all processes read in the budget at the measured speed; None on a CPU."""
         rate = self.tokens_per_second.get(self.recipe.model_size)
-        return None if rate is None else rate * self.budget
+        return None if rate is None else rate * self.processes * self.budget
 
     def lines(self) -> list[str]:
         """What the plan measured and why it chose its shape, for the run's report."""
         if not self.tokens_per_second:
-            return [f"planned for the {self.device}: the measured CPU recipe (docs/budget.md)"]
+            line = f"planned for the {self.device}: the measured CPU recipe (docs/budget.md)"
+            if self.processes > 1:
+                line += (
+                    f", in each of {self.processes} processes (global batch "
+                    f"{self.processes} x {self.recipe.batch_size})"
+                )
+            return [line]
         speeds = ", ".join(
             f"{shape} {rate / 1e3:,.0f}k" for shape, rate in self.tokens_per_second.items()
         )
-        lines = [f"measured on {self.device}, tokens/s: {speeds}"]
+        per = f" per process, the slowest of {self.processes}" if self.processes > 1 else ""
+        lines = [f"measured on {self.device}, tokens/s{per}: {speeds}"]
         if self.loader_tokens_per_second is not None:
             lines[0] += f" (data worker {self.loader_tokens_per_second / 1e3:,.0f}k)"
         shape = self.recipe.model_size
@@ -77,9 +97,10 @@ class BudgetPlan:
             if self.model_size
             else (f"the largest shape that reads {TOKENS_PER_PARAMETER:g} tokens per parameter")
         )
+        where = f" in all {self.processes} processes" if self.processes > 1 else ""
         lines.append(
             f"BERT-{shape} ({why}): about {expected / 1e6:,.0f}M tokens in "
-            f"{self.budget / 60:g} min, {ratio:,.0f} per parameter"
+            f"{self.budget / 60:g} min{where}, {ratio:,.0f} per parameter"
         )
         return lines
 
@@ -98,8 +119,10 @@ def plan_budget(
     model_size: str | None,
     spec: StreamSpec | None = None,
     precision: str = "auto",
+    context: DistributedContext = SINGLE_PROCESS,
 ) -> BudgetPlan:
-    """The plan for `seconds` of training on `device`.
+    """The plan for `seconds` of training on `device`. Under torchrun every process calls it
+    (each measures its own device) and all get the same plan.
 
     Args:
         seconds: the budget.
@@ -108,16 +131,17 @@ def plan_budget(
         spec: the run's batch stream (corpus, masking, vocabulary); on a GPU its batches are
             timed. Its batch size and masking are replaced by each shape's.
         precision: the run's precision ("auto" as the loop resolves it).
+        context: this process's place in a torchrun job.
     """
     if device.type == "cpu":
         recipe = budget_recipe(seconds)
         if model_size is not None:
             recipe = dataclasses.replace(recipe, model_size=model_size)
-        return BudgetPlan(seconds, model_size, "CPU", recipe)
+        return BudgetPlan(seconds, model_size, "CPU", recipe, processes=context.world_size)
     if spec is None:
         raise ValueError("planning on an accelerator needs the run's batch stream")
     shapes = [model_size] if model_size is not None else list(ACCELERATOR_SHAPES)
-    return measured_plan(seconds, device, model_size, spec, precision, shapes)
+    return measured_plan(seconds, device, model_size, spec, precision, shapes, context)
 
 
 def measured_plan(
@@ -127,10 +151,12 @@ def measured_plan(
     spec: StreamSpec,
     precision: str,
     shapes: list[str],
+    context: DistributedContext = SINGLE_PROCESS,
 ) -> BudgetPlan:
     """The accelerator's plan, measured on `device` over `shapes` (smallest first): see
     `plan_budget`. Measuring stops at the first shape that cannot read enough tokens."""
     precision = resolve_precision(precision, device)
+    processes = context.world_size
     loader = _loader_speed(_spec_for(spec, accelerator_recipe("mini")))
     rates, parameters = {}, {}
     for shape in shapes:
@@ -145,17 +171,32 @@ def measured_plan(
         )
         step, parameters[shape] = _step_speed(config, batch, device, precision, recipe)
         rates[shape] = min(step, loader)
-        if rates[shape] * seconds < TOKENS_PER_PARAMETER * parameters[shape]:
+        if rates[shape] * processes * seconds < TOKENS_PER_PARAMETER * parameters[shape]:
             break  # larger shapes are slower and larger still: none of them can qualify
-    chosen = model_size or choose_shape(seconds, rates, parameters)
+    rates, loader = slowest_speeds(rates, loader, context)
+    all_processes = {shape: rate * processes for shape, rate in rates.items()}
+    chosen = model_size or choose_shape(seconds, all_processes, parameters)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     return BudgetPlan(
-        seconds, model_size, name, accelerator_recipe(chosen), rates, parameters, loader
+        seconds, model_size, name, accelerator_recipe(chosen), rates, parameters, loader, processes
     )
 
 
-def load_plan(out: Path, seconds: float, model_size: str | None, device: str) -> BudgetPlan | None:
-    """OUT's plan when it is for the same budget, model size and device; else None."""
+def slowest_speeds(
+    rates: dict[str, float], loader: float, context: DistributedContext
+) -> tuple[dict[str, float], float]:
+    """Each shape's speed and the data worker's in the slowest process (DDP's steps wait for
+    it), over the shapes that every process measured."""
+    every = gathered((rates, loader), context)
+    shapes = [shape for shape in rates if all(shape in other for other, _ in every)]
+    slowest = {shape: min(other[shape] for other, _ in every) for shape in shapes}
+    return slowest, min(other_loader for _, other_loader in every)
+
+
+def load_plan(
+    out: Path, seconds: float, model_size: str | None, device: str, processes: int = 1
+) -> BudgetPlan | None:
+    """OUT's plan when it is for the same budget, model size, device and processes; else None."""
     path = Path(out) / PLAN_FILE
     if not path.is_file():
         return None
@@ -163,7 +204,12 @@ def load_plan(out: Path, seconds: float, model_size: str | None, device: str) ->
         plan = BudgetPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, TypeError, KeyError):
         return None
-    if (plan.budget, plan.model_size, plan.device) != (seconds, model_size, device):
+    if (plan.budget, plan.model_size, plan.device, plan.processes) != (
+        seconds,
+        model_size,
+        device,
+        processes,
+    ):
         return None
     return plan
 

@@ -30,7 +30,13 @@ from typing import Any
 import torch
 
 from bertlab.core import hub
-from bertlab.core.atomic import WriteError, atomic_directory, remove_temporaries, run_lock
+from bertlab.core.atomic import (
+    LOCK_FILE,
+    WriteError,
+    atomic_directory,
+    remove_temporaries,
+    run_lock,
+)
 from bertlab.core.config import (
     OLD_WARMUP_NAME,
     PRESETS,
@@ -41,7 +47,14 @@ from bertlab.core.config import (
     with_new_warmup_name,
 )
 from bertlab.core.model_card import ModelCard, write_model_card
-from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext, barrier, set_seed
+from bertlab.core.runtime import (
+    SINGLE_PROCESS,
+    DistributedContext,
+    barrier,
+    from_main,
+    gathered,
+    set_seed,
+)
 from bertlab.core.text_files import check_files
 from bertlab.core.wording import Worded
 from bertlab.data.corpus import (
@@ -451,6 +464,7 @@ def _run(
 ) -> PretrainResult:
     say = say if context.is_main else _quiet
     show_progress = show_progress and context.is_main
+    _check_shared_out(out, context)
     data_config, loop_config = run.data_config(), run.loop_config()
     tokenizer = _tokenizer(run, out, context, show_progress, say)
     cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
@@ -636,22 +650,21 @@ def _plan(
     tokenizer: Tokenizer,
     context: DistributedContext,
 ) -> BudgetPlan:
-    """The budget's plan for this machine: OUT's (a resumed run keeps its choices), else made by
-    the main process and shared through OUT/budget_plan.json."""
-    device = context.device()
+    """The budget's plan for this machine: OUT's (a resumed run keeps its choices), else made
+    here (by every process, each measuring its own device) and saved to OUT/budget_plan.json.
+    The main process's plan is every process's: none reads the others' files to decide."""
+    saved = _saved_plan(run, out, tokenizer, context) if context.is_main else None
+    saved = from_main(None if saved is None else saved.to_json(), context)
+    if saved is not None:
+        return BudgetPlan.from_json(saved)
+    loop = run.loop_config()
+    special = SpecialIds.from_vocab(tokenizer.get_vocab())
+    spec = training_stream(corpus, special, tokenizer.vocab_size, run.data_config(), loop)
     size = _planned_size(run, tokenizer)
-    plan = _saved_plan(run, out, tokenizer, context)
-    if plan is None and context.is_main:
-        loop = run.loop_config()
-        special = SpecialIds.from_vocab(tokenizer.get_vocab())
-        spec = training_stream(corpus, special, tokenizer.vocab_size, run.data_config(), loop)
-        plan = plan_budget(run.budget, device, size, spec, loop.precision)
+    plan = plan_budget(run.budget, context.device(), size, spec, loop.precision, context)
+    plan = BudgetPlan.from_json(from_main(plan.to_json(), context))
+    if context.is_main:
         save_plan(out, plan)
-    barrier(context)
-    if plan is None:
-        plan = _saved_plan(run, out, tokenizer, context)
-    if plan is None:
-        raise ValueError(f"no budget plan in {out} for this run; run it again")
     return plan
 
 
@@ -661,7 +674,8 @@ def _saved_plan(
     """OUT/budget_plan.json's plan for this run on this machine, if there is one."""
     device = context.device()
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    return load_plan(out, run.budget, _planned_size(run, tokenizer), device_name)
+    size = _planned_size(run, tokenizer)
+    return load_plan(out, run.budget, size, device_name, context.world_size)
 
 
 def _planned_size(run: PretrainRun, tokenizer: Tokenizer) -> str | None:
@@ -685,6 +699,28 @@ def _check_resumable(
     data_config, loop_config = run.data_config(), run.loop_config()
     model_config = _model_config(run, tokenizer, data_config)
     check_resumable(out, setup_key(data_config, loop_config, context, model_config))
+
+
+def _check_shared_out(out: Path, context: DistributedContext) -> None:
+    """Refuse a torchrun job whose processes do not all see OUT as the main process writes it:
+    they read its vocabulary, checkpoints and plan, so on several machines OUT must be on a file
+    system they share. Every process raises alike (none is left waiting for the others)."""
+    if not context.is_distributed:
+        return
+    holder = from_main(f"{os.getpid()}\n", context)  # what the main process's lock file holds
+    lock = out / LOCK_FILE
+    sees = lock.is_file() and lock.read_text(encoding="utf-8") == holder
+    blind = [rank for rank, seen in enumerate(gathered(sees, context)) if not seen]
+    if blind:
+        raise ValueError(
+            Worded(
+                "process {ranks} of this torchrun job cannot see {out} {path} as the main "
+                "process writes it; on several machines {out} must be a folder on a file system "
+                "that they all share (e.g. NFS), at the same path",
+                ranks=", ".join(map(str, blind)),
+                path=out,
+            )
+        )
 
 
 def _quiet(line: str) -> None:

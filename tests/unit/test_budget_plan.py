@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +15,8 @@ from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training import pretrain_run
+from bertlab.core.runtime import DistributedContext
+from bertlab.training import budget_plan, pretrain_run
 from bertlab.training.budget import (
     ACCELERATOR_RECIPES,
     ACCELERATOR_SHAPES,
@@ -160,6 +162,63 @@ def test_the_plans_report_names_the_speeds_the_shape_and_the_tokens() -> None:
     )
     assert second.startswith("BERT-mini (the largest shape that reads 20 tokens per parameter)")
     assert "about 177M tokens in 5 min, 32 per parameter" in second
+
+
+def test_several_processes_read_their_tokens_together_at_the_slowest_ones_pace(
+    monkeypatch,
+) -> None:
+    """Under torchrun each process measures its own device; the plan takes the slowest speed of
+    each shape (DDP's steps wait for it) and chooses the shape by the tokens that all processes
+    read together, each on a batch of the recipe's size."""
+    parameters = {"tiny": 1_000_000, "mini": 5_000_000, "small": 20_000_000}
+    speeds = {"tiny": 4e5, "mini": 1e5, "small": 2e4}  # this process's tokens/s
+    monkeypatch.setattr(budget_plan, "_loader_speed", lambda spec: 1e9)
+    monkeypatch.setattr(budget_plan, "PretrainingStream", lambda spec: iter([(None, None)]))
+    monkeypatch.setattr(budget_plan.BertConfig, "from_preset", lambda shape, **kw: shape)
+    monkeypatch.setattr(
+        budget_plan,
+        "_step_speed",
+        lambda shape, *args: (speeds[shape], parameters[shape]),
+    )
+    # The other process is slower at mini and did not get as far as small.
+    other = ({"tiny": 5e5, "mini": 0.8e5}, 1e9)
+    monkeypatch.setattr(
+        budget_plan, "gathered", lambda value, context: [value, other][: context.world_size]
+    )
+    spec = SimpleNamespace(vocab_size=100, special=SimpleNamespace(pad=0))
+    monkeypatch.setattr(budget_plan, "_spec_for", lambda spec, recipe: spec)
+    seconds = 1000.0  # one process: mini reads 1e8 tokens, 20 per parameter; small too few
+    one = measured_plan(seconds, torch.device("cpu"), None, spec, "fp32", list(parameters))
+    assert one.recipe.model_size == "mini" and one.processes == 1
+    two = measured_plan(
+        seconds,
+        torch.device("cpu"),
+        None,
+        spec,
+        "fp32",
+        list(parameters),
+        DistributedContext(rank=0, world_size=2),
+    )
+    assert two.tokens_per_second == {"tiny": 4e5, "mini": 0.8e5}  # slowest; both measured
+    assert two.processes == 2
+    assert two.recipe.model_size == "mini"  # 2 x 0.8e5 x 1000 s = 32 tokens per parameter
+    assert two.expected_tokens() == pytest.approx(2 * 0.8e5 * seconds)
+    first, second = two.lines()
+    assert "tokens/s per process, the slowest of 2: tiny 400k, mini 80k" in first
+    assert "about 160M tokens in 16.6667 min in all 2 processes, 32 per parameter" in second
+    cpu = plan_budget(600, torch.device("cpu"), None, context=DistributedContext(0, 2))
+    assert cpu.recipe == budget_recipe(600) and cpu.processes == 2
+    assert cpu.lines() == [
+        "planned for the CPU: the measured CPU recipe (docs/budget.md), in each of 2 processes "
+        "(global batch 2 x 32)"
+    ]
+
+
+def test_a_plan_is_kept_for_the_same_number_of_processes_only(tmp_path) -> None:
+    plan = BudgetPlan(300, None, "CPU", budget_recipe(300), processes=2)
+    save_plan(tmp_path, plan)
+    assert load_plan(tmp_path, 300, None, "CPU", 2) == plan
+    assert load_plan(tmp_path, 300, None, "CPU", 1) is None
 
 
 def test_nearest_preset() -> None:
