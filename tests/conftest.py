@@ -261,6 +261,12 @@ def cli_env() -> dict[str, str]:
     return cli_environment()
 
 
+@pytest.fixture(scope="module")
+def module_cli_env() -> dict[str, str]:
+    """`cli_env` for a module-scoped fixture that runs the CLI."""
+    return cli_environment()
+
+
 # --- a local Hugging Face Hub cache (no network): models--org--name/snapshots/<commit>/ ----------
 
 # Words of the tiny "released" test model's vocabulary: enough for the docs' examples and the
