@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 from typing import TYPE_CHECKING, Any
 
 # Before anything imports torch: OpenMP reads its wait policy once, when torch loads it, and
@@ -63,62 +60,6 @@ __all__ = [
     "PretrainedBert",
 ]  # the keys of _PUBLIC, spelled out for tools that read __all__
 __version__ = "0.1.0"
-
-
-# Where the modules that earlier versions kept at the package's root live now (the root is now
-# one folder per layer: core, tokenizer, network, use). A script written for the old layout keeps
-# working: `import bertlab.tokenization` and `from bertlab.modeling import BertModel` give the
-# module at its new place, the same object under its old name. The package's own code, tests and
-# docs use the new paths only (tests/unit/test_moved_modules.py checks both).
-MOVED_MODULES = {
-    "bertlab.atomic": "bertlab.core.atomic",
-    "bertlab.text_files": "bertlab.core.text_files",
-    "bertlab.optional": "bertlab.core.optional",
-    "bertlab.wording": "bertlab.core.wording",
-    "bertlab.config": "bertlab.core.config",
-    "bertlab.metrics": "bertlab.core.metrics",
-    "bertlab.runtime": "bertlab.core.runtime",
-    "bertlab.threads": "bertlab.core.threads",
-    "bertlab.hub": "bertlab.core.hub",
-    "bertlab.model_card": "bertlab.core.model_card",
-    "bertlab.tokenization_fast": "bertlab.tokenizer.fast",
-    "bertlab.basic_tokenization": "bertlab.tokenizer.basic",
-    "bertlab.tokenization": "bertlab.tokenizer.wordpiece",
-    "bertlab.tokenizer_training": "bertlab.tokenizer.training",
-    "bertlab.checkpoint": "bertlab.network.checkpoint",
-    "bertlab.tf_checkpoint": "bertlab.network.tf_checkpoint",
-    "bertlab.modeling": "bertlab.network.bert",
-    "bertlab.heads": "bertlab.network.heads",
-    "bertlab.feature_heads": "bertlab.network.feature_heads",
-    "bertlab.electra": "bertlab.network.electra",
-    "bertlab.features": "bertlab.use.features",
-    "bertlab.inspection": "bertlab.use.inspection",
-    "bertlab.pretrained": "bertlab.use.pretrained",
-    "bertlab.language_model": "bertlab.use.language_model",
-    "bertlab.neighbours": "bertlab.use.neighbours",
-}
-
-
-class _OldModulePaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports a module of `MOVED_MODULES` by its old name: the module itself, not a copy."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in MOVED_MODULES:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: Any) -> Any:
-        module = importlib.import_module(MOVED_MODULES[spec.name])
-        spec.loader_state = module.__spec__  # the import system sets the old name's spec on it
-        return module
-
-    def exec_module(self, module: Any) -> None:
-        # The module ran at its new place: give it back its own spec (reload reads it).
-        module.__spec__ = module.__spec__.loader_state
-
-
-if not any(isinstance(finder, _OldModulePaths) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _OldModulePaths())  # before the file finders: no file has these names
 
 
 def __getattr__(name: str) -> Any:

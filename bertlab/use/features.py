@@ -118,8 +118,6 @@ def pooled_features(
 # pooler's tanh output over the last layer's [CLS] (BERT's sentence vector for classification).
 POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last", "pooler")
 PER_TEXT = ("cls", "mean", "last", "pooler")
-# Old names still taken: "tokens" was `PretrainedBert.embed`'s and the server's name for "pieces".
-POOLING_ALIASES = {"tokens": "pieces"}
 # A left-to-right model's first token has seen only itself: its [CLS] (and the pooler that reads
 # it) is the same for every text. Its sentence vector is the last real token's (GPT, Sec. 3.3).
 CAUSAL_REFUSED_POOLINGS = ("cls", "pooler")
@@ -204,8 +202,8 @@ def check_pooling(pooling: str | None, is_causal: bool) -> str:
     """The pooling as named in POOLINGS, checked for the model: what every embedder calls.
 
     Args:
-        pooling: a name of POOLINGS or POOLING_ALIASES; None: one vector per text, "cls", or
-            "last" for a left-to-right model.
+        pooling: a name of POOLINGS; None: one vector per text, "cls", or "last" for a
+            left-to-right model.
         is_causal: the model is left-to-right (`BertConfig.is_causal`).
 
     Raises:
@@ -213,15 +211,14 @@ def check_pooling(pooling: str | None, is_causal: bool) -> str:
     """
     if pooling is None:
         return "last" if is_causal else "cls"
-    name = POOLING_ALIASES.get(pooling, pooling)
-    if name not in POOLINGS:
+    if pooling not in POOLINGS:
         raise ValueError(f"unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}")
-    if is_causal and name in CAUSAL_REFUSED_POOLINGS:
+    if is_causal and pooling in CAUSAL_REFUSED_POOLINGS:
         raise ValueError(
             f"pooling={pooling!r} gives a left-to-right model the same vector for every "
             "text (its first token sees only itself); use pooling='last' or 'mean'"
         )
-    return name
+    return pooling
 
 
 def check_layers(layers: Sequence[int], num_layers: int) -> tuple[int, ...]:
@@ -260,8 +257,8 @@ def extract_features(
         tokenizer: its tokenizer.
         texts: strings, or (A, B) pairs.
         layers: hidden states to keep: 0 the embeddings, k layer k, negative from the top.
-        pooling: one of POOLINGS, or an alias (POOLING_ALIASES); None: one vector per text,
-            "cls", or "last" for a left-to-right model (`check_pooling`). "pooler" reads the
+        pooling: one of POOLINGS; None: one vector per text, "cls", or "last" for a
+            left-to-right model (`check_pooling`). "pooler" reads the
             last layer only.
         batch_size: texts per forward pass.
         max_length: pieces per input at most, [CLS] and [SEP] included; None: the model's

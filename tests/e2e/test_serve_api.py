@@ -43,7 +43,7 @@ from bertlab.network.heads import (
 from bertlab.task_families import make_task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.objectives import OBJECTIVES
-from bertlab.use.features import POOLING_ALIASES, POOLINGS
+from bertlab.use.features import POOLINGS
 from bertlab.use.inspection import (
     PACKAGED_CJK_FONT,
     all_attention_maps,
@@ -344,7 +344,7 @@ def test_attention_refuses_a_pair_longer_than_it_shows_in_one_line(base_url):
     assert (status, answer["detail"]) == (422, "pair[0] is empty (only whitespace)")
 
 
-@pytest.mark.parametrize("pooling", ["pooler", "mean", "tokens"])
+@pytest.mark.parametrize("pooling", ["pooler", "mean", "pieces"])
 def test_embed_equals_the_python_api(base_url, serve_models, pooling):
     texts = ["great phone .", "screen cracked , fragile build ."]
     status, answer = post(base_url, "sentiment", "embed", {"texts": texts, "pooling": pooling})
@@ -360,18 +360,18 @@ def test_embed_equals_the_python_api(base_url, serve_models, pooling):
         expected = {
             "pooler": ("vector", output.pooler_output[0]),
             "mean": ("vector", output.last_hidden_state[0].mean(0)),
-            "tokens": ("vectors", output.last_hidden_state[0]),
+            "pieces": ("vectors", output.last_hidden_state[0]),
         }[pooling]
         got = torch.tensor(result[expected[0]])
         torch.testing.assert_close(got, expected[1], rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("pooling", [*POOLINGS, *POOLING_ALIASES])
+@pytest.mark.parametrize("pooling", POOLINGS)
 def test_embed_takes_every_name_of_bertlab_embed_as_the_python_api_does(
     base_url, serve_models, pooling
 ):
-    """One pooling vocabulary: the request model takes `features.POOLINGS` and the old `tokens`
-    (it took only pooler, mean and tokens), and the vectors are `PretrainedBert.embed`'s."""
+    """One pooling vocabulary: the request model takes `features.POOLINGS`, and the vectors are
+    `PretrainedBert.embed`'s."""
     texts = ["great phone .", "screen cracked , fragile build ."]
     status, answer = post(base_url, "sentiment", "embed", {"texts": texts, "pooling": pooling})
     assert status == 200, answer

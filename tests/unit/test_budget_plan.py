@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from bertlab.core.config import BertConfig
+from bertlab.core.runtime import DistributedContext
 from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.core.runtime import DistributedContext
 from bertlab.training import budget_plan, pretrain_run
 from bertlab.training.budget import (
     ACCELERATOR_RECIPES,

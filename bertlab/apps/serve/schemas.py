@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bertlab.use.features import POOLING_ALIASES, POOLINGS
+from bertlab.use.features import POOLINGS
 from bertlab.use.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -86,7 +86,7 @@ class AttentionRequest(Request):
     )
 
 
-PoolingName = Literal[POOLINGS + tuple(POOLING_ALIASES)]  # type: ignore[valid-type]
+PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
 
 
 class EmbedRequest(Request):
