@@ -63,7 +63,7 @@ def test_embeddings_are_the_encoders_states_and_ignore_padding(hub_cache, hub_mo
             batched["mean"], output.last_hidden_state[0].mean(0), atol=1e-5, rtol=0
         )
         torch.testing.assert_close(batched["pooler"], output.pooler_output[0], atol=1e-5, rtol=0)
-        tokens = bert.embed(texts, pooling="tokens", layer=1)[index]
+        tokens = bert.embed(texts, pooling="pieces", layer=1)[index]
         torch.testing.assert_close(tokens, output.hidden_states[1][0], atol=1e-5, rtol=0)
     assert bert.embed("one text").shape == (1, encoder.config.hidden_size)
 
