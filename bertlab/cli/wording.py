@@ -19,6 +19,11 @@ CLI_WORDS = {
     "set_text_b": "--text-pair-column ",
     "set_label": "--label-column ",
     "end_set": "",
+    "set_corpus_format": "--corpus-format ",
+    "text_column": "--text-column",
+    "set_text_column": "--text-column ",
+    "text_field": "--text-field",
+    "set_text_field": "--text-field ",
 }
 
 

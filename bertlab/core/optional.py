@@ -8,6 +8,7 @@ them (a lent GPU machine whose image cannot be changed) still runs everything el
     jieba    Chinese word segmentation (whole-word masking of Chinese, Chinese word vectors)
     seqeval  entity-level precision, recall and F1 of tagging tasks (NER)
     fastapi, uvicorn  `bertlab serve`
+    pyarrow  corpora in Parquet and folders saved by `datasets` (the `corpora` extra)
 
 `require` imports one of them and, when it is missing, raises `MissingPackageError`: one line
 naming the package, the feature and how to install it, which the CLI prints as it is.

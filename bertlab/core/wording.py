@@ -25,6 +25,12 @@ API_WORDS = {
     "set_text_b": "ColumnSpec(text_b=",
     "set_label": "ColumnSpec(label=",
     "end_set": ")",
+    # how a corpus is read: `CorpusReading`'s fields (a JSON field is a column here)
+    "set_corpus_format": "corpus_format=",
+    "text_column": "text_column",
+    "set_text_column": "text_column=",
+    "text_field": "text_column",
+    "set_text_field": "text_column=",
 }
 
 

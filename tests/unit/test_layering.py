@@ -19,7 +19,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # entry. The package's root holds one folder per group of layers.
 LAYERS = (
     ("core", "tokenizer", "network"),  # the folders themselves: docstrings only
-    ("core.atomic", "core.text_files", "core.optional", "core.wording"),  # files; extras; words
+    # files; corpus files in every format; extras; words
+    (
+        "core.atomic",
+        "core.text_files",
+        "core.corpus_readers",
+        "core.corpus_sources",
+        "core.optional",
+        "core.wording",
+    ),
     ("core.config", "core.metrics", "core.runtime", "core.threads", "core.hub", "core.model_card"),
     ("tokenizer.fast",),  # bulk encoding through a chunk cache (no BERT rules of its own)
     ("tokenizer.basic",),  # BERT's normalization and pre-tokenization as tokenizers steps
