@@ -123,6 +123,45 @@ def add_threads_flag(parser: argparse._ActionsContainer, *, is_top_level: bool =
     parser.add_argument("--threads", type=int, default=default, help=THREADS_HELP)
 
 
+CORPUS_HELP = (
+    "files, folders or patterns: plain text in Google's layout (.txt, one sentence or paragraph "
+    "a line, a blank line between documents), JSON Lines (.jsonl/.json), CSV (.csv), TSV "
+    "(.tsv), Parquet (.parquet), a folder saved by datasets' save_to_disk; .gz too"
+)
+
+
+def add_corpus_reading_flags(parser: argparse._ActionsContainer) -> None:
+    """`--corpus-format` and `--text-column` (alias `--text-field`): the fields of
+    `bertlab.core.corpus_sources.CorpusReading`, the same in every command that reads a corpus."""
+    from bertlab.core.corpus_sources import CORPUS_FORMATS, DEFAULT_TEXT_COLUMN
+
+    parser.add_argument(
+        "--corpus-format",
+        choices=CORPUS_FORMATS,
+        metavar="FORMAT",
+        default="auto",
+        help=f"{', '.join(CORPUS_FORMATS)}: how to read the corpus files; auto chooses by "
+        "suffix (a folder: its files, or the dataset save_to_disk wrote); name one to read every "
+        "file so (text: as plain text even when it looks like JSON or CSV) (default: auto)",
+    )
+    parser.add_argument(
+        "--text-column",
+        "--text-field",
+        dest="text_column",
+        metavar="NAME",
+        default=DEFAULT_TEXT_COLUMN,
+        help="the column (CSV, TSV, Parquet, dataset) or JSON field that holds each document's "
+        "text; a record is one document (default: %(default)s)",
+    )
+
+
+def corpus_reading(args: argparse.Namespace):
+    """The `CorpusReading` of `add_corpus_reading_flags`' flags."""
+    from bertlab.core.corpus_sources import CorpusReading
+
+    return CorpusReading(args.corpus_format, args.text_column)
+
+
 def warn(message: str | None) -> None:
     """Print `message` (where there is one) as one `bertlab: warning:` line on stderr: what the
     user should know about a result that the command still gives."""

@@ -13,7 +13,7 @@ import dataclasses
 import os
 import re
 
-from bertlab.cli.common import add_threads_flag
+from bertlab.cli.common import CORPUS_HELP, add_corpus_reading_flags, add_threads_flag
 
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 SECONDS_PER_UNIT = (3600.0, 60.0, 1.0)
@@ -35,7 +35,8 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
         "pretrain",
         help="pre-train a BERT on your own corpus (masked LM + NSP, masked LM, left-to-right or "
         "ELECTRA)",
-        description="Pre-train a BERT from raw text: the corpus is tokenized once (cached), "
+        description="Pre-train a BERT from raw text (plain text, JSON Lines, CSV, TSV, Parquet "
+        "or a saved dataset; a record is one document): the corpus is tokenized once (cached), "
         "checked (a pre-flight report), then trained with the objective (masked LM + NSP by "
         "default). Checkpoints, metrics.jsonl and curves.png go to --out; the model to OUT/final/ "
         "(Hugging Face layout, with the tokenizer). Run under `torchrun --nproc_per_node N` for "
@@ -58,7 +59,8 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("corpus, vocabulary and model")
     add = group.add_argument
-    add("--corpus", nargs="+", required=True, help="text files (.txt/.gz), Google's layout")
+    add("--corpus", nargs="+", required=True, help=CORPUS_HELP)
+    add_corpus_reading_flags(group)
     add("--out", required=True, help="run directory: checkpoints, metrics, final model")
     add("--lang", default="auto", choices=LANGS, help="sentence splitting (default: auto)")
     add("--corpus-cache", help=f"tokenized corpus directory (default: OUT/{CORPUS_CACHE_DIR})")

@@ -1,9 +1,11 @@
 """The on-disk pre-training corpus: raw text tokenized once into memory-mapped arrays.
 
-Input is Google's layout (google-research/bert `create_pretraining_data.py`): plain-text files,
-`.txt` or gzipped, one sentence or paragraph per line, a blank line between documents (a new file
-also starts a new document). Each line is split into sentences (`split_sentences`, English or
-Chinese rules, chosen per file) and every sentence is tokenized without special tokens.
+Input is Google's layout (google-research/bert `create_pretraining_data.py`): one sentence or
+paragraph per line, a blank line between documents (a new file also starts a new document).
+Plain-text files are that layout; JSON Lines, CSV, TSV, Parquet files, folders and saved
+`datasets` are read as it, a record one document (`bertlab.core.corpus_sources`). Each line is
+split into sentences (`split_sentences`, English or Chinese rules, chosen per file) and every
+sentence is tokenized without special tokens.
 
 This module is the entry point, `build_corpus`; the work is split along the way data flows:
 
@@ -32,7 +34,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from bertlab.core.atomic import atomic_directory, write_json
-from bertlab.core.text_files import check_files, check_mostly_utf8
+from bertlab.core.corpus_readers import ReadCounts
+from bertlab.core.corpus_sources import CorpusReading, CorpusSource, open_corpus
+from bertlab.core.text_files import check_mostly_utf8
 from bertlab.data.corpus_encode import (
     BYTES_PER_MEGABYTE,
     ChunkEncoder,
@@ -97,8 +101,9 @@ def build_corpus(
     show_progress: bool = True,
     whole_word: bool = False,
     num_workers: int | None = None,
+    reading: CorpusReading | None = None,
 ) -> TokenizedCorpus:
-    """Tokenize a plain-text corpus once into `out_dir`, or reuse it if already built.
+    """Tokenize a corpus once into `out_dir`, or reuse it if already built.
 
     Example:
         >>> corpus = build_corpus(["wiki.txt.gz"], tokenizer, "cache/wiki")  # doctest: +SKIP
@@ -106,7 +111,9 @@ def build_corpus(
         (36183, memmap([ 4926, 22517, 7767], dtype=uint16))
 
     Args:
-        paths: `.txt` or gzipped files in Google's layout (blank line between documents).
+        paths: files, folders or patterns (`bertlab.core.corpus_sources`): plain text in
+            Google's layout (blank line between documents), JSON Lines, CSV, TSV, Parquet, a
+            saved dataset; gzipped or not.
         tokenizer: encodes every sentence, without [CLS]/[SEP].
         out_dir: the corpus directory; replaced when stale, returned as is when up to date.
         lang: sentence-splitting rules, `"en"`, `"zh"` or `"auto"` (decided per file from the
@@ -114,23 +121,25 @@ def build_corpus(
         show_progress: a progress bar over the bytes read.
         whole_word: also write `word_starts.bin` (Chinese words found with jieba: slower).
         num_workers: worker processes; one per available core when None, 0 for in-process.
+        reading: the format and the text's column; None: each file by its suffix, "text".
 
     Returns:
         The memory-mapped corpus.
 
     Raises:
         FileNotFoundError: a corpus file is missing.
-        ValueError: no files, a binary / mostly non-UTF-8 / broken gzip file, an empty corpus, an
-            unknown `lang`, or an `out_dir` that holds something other than a corpus.
+        ValueError: no files, a binary / mostly non-UTF-8 / broken gzip file, a file that does
+            not fit its format (named with its line), an empty corpus, an unknown `lang`, or an
+            `out_dir` that holds something other than a corpus.
     """
     if lang not in LANGS:
         raise ValueError(f"unknown lang {lang!r}; choose one of {LANGS}")
-    paths = check_files(paths)
+    sources = open_corpus(paths, reading)
     out_dir = Path(out_dir)
     expected = {
         "format_version": FORMAT_VERSION,
         "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-        "corpus_fingerprint": corpus_fingerprint(paths),
+        "corpus_fingerprint": corpus_fingerprint(sources),
         "lang": lang,
         "whole_word": whole_word,
     }
@@ -140,19 +149,18 @@ def build_corpus(
         return cached
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / META_FILE).is_file():
         raise ValueError(f"{out_dir} exists and is not a bertlab corpus; choose another out_dir")
-    langs = [sniff_lang(path, lang) for path in paths]
+    langs = [sniff_lang(source, lang) for source in sources]
     num_workers = default_num_workers() if num_workers is None else num_workers
     with atomic_directory(out_dir) as staging:
-        meta = _write(paths, langs, tokenizer, staging, whole_word, num_workers, show_progress)
+        meta = _write(sources, langs, tokenizer, staging, whole_word, num_workers, show_progress)
         meta.update(expected)
         meta["langs"] = langs
-        meta["files"] = [{"path": str(p), "bytes": p.stat().st_size} for p in paths]
         write_json(staging / META_FILE, meta)
     return TokenizedCorpus.open(out_dir)
 
 
 def _write(
-    paths: list[Path],
+    sources: list[CorpusSource],
     langs: list[str],
     tokenizer: Tokenizer,
     directory: Path,
@@ -160,10 +168,12 @@ def _write(
     num_workers: int,
     show_progress: bool,
 ) -> dict:
-    """Stream every file through the workers into `directory`; return the metadata."""
+    """Stream every source through the workers into `directory`; return the metadata."""
     encoder = ChunkEncoder(tokenizer, whole_word)
-    writer = CorpusWriter(directory, len(paths), tokenizer.unk_token_id, whole_word)
-    total_mb = sum(path.stat().st_size for path in paths) / BYTES_PER_MEGABYTE
+    writer = CorpusWriter(directory, len(sources), tokenizer.unk_token_id, whole_word)
+    sizes = [source.size() for source in sources]
+    read_counts = [ReadCounts() for _ in sources]
+    total_mb = sum(sizes) / BYTES_PER_MEGABYTE
     progress = tqdm(
         total=total_mb,
         unit="MB",
@@ -173,17 +183,18 @@ def _write(
     )
     try:
         with progress:
-            for chunk in encoded_chunks(read_tasks(paths, langs, progress), encoder, num_workers):
+            tasks = read_tasks(sources, langs, read_counts, progress)
+            for chunk in encoded_chunks(tasks, encoder, num_workers):
                 writer.add(chunk)
             progress.update(total_mb - progress.n)
     finally:
         writer.close()
     counts = writer.counts
-    for path, lines, skipped in zip(paths, counts.file_lines, counts.file_skipped, strict=True):
-        check_mostly_utf8(path, lines, skipped)
+    for source, lines, skipped in zip(sources, counts.file_lines, counts.file_skipped, strict=True):
+        check_mostly_utf8(source.path, lines, skipped)
     if counts.tokens == 0:
         note = f" ({counts.skipped_lines} lines were not UTF-8)" if counts.skipped_lines else ""
-        names = ", ".join(map(str, paths))
+        names = ", ".join(str(source.path) for source in sources)
         raise ValueError(f"corpus is empty: no sentence with a token in {names}{note}")
     num_duplicate_lines = writer.finish()
     if counts.skipped_lines:
@@ -204,4 +215,18 @@ def _write(
             "tokenless_lines": counts.tokenless_lines,
             "unk_tokens": counts.unk_tokens,
         },
+        "files": [
+            {
+                "path": str(source.path),
+                "bytes": size,
+                "reader": source.reader.name,
+                "read_as": source.read_as,
+                "records": read.records if source.reader.kind else None,
+                "empty_records": read.empty_records,
+                "documents": documents,
+            }
+            for source, size, read, documents in zip(
+                sources, sizes, read_counts, counts.file_documents, strict=True
+            )
+        ],
     }

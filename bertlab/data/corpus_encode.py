@@ -5,9 +5,10 @@ Memory stays bounded: lines are read in chunks, a few chunks are in flight at a 
 are appended to the files as they arrive. Chunks are split and tokenized by a pool of worker
 processes (one per core), so the Python sentence splitter and the tokenizer both use every core.
 
-Files are opened and checked by `bertlab.core.text_files`, as in tokenizer training: lines that
-are not valid UTF-8 are skipped and counted, a binary or broken gzip file is refused, and one
-that is mostly not UTF-8 is refused by `build_corpus` after reading.
+Sources are read by `bertlab.core.corpus_sources`, as in tokenizer training: each format as
+lines of Google's layout (a record of JSON Lines, CSV or Parquet one document). Lines that are
+not valid UTF-8 are skipped and counted, a binary or broken gzip file is refused, and one that is
+mostly not UTF-8 is refused by `build_corpus` after reading.
 """
 
 # Shapes: T tokens in the corpus, S sentences; T_chunk, S_chunk those of one chunk of lines.
@@ -28,12 +29,12 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertlab.core.text_files import READ_ERRORS, gzip_error, open_bytes, read_head
+from bertlab.core.corpus_readers import ReadCounts
+from bertlab.core.corpus_sources import CorpusSource
 from bertlab.data.corpus_format import TOKEN_IDS_FILE, WORD_STARTS_FILE, token_dtype
 from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
 from bertlab.tokenizer.wordpiece import Tokenizer
 
-LINES_PER_CHUNK = 2000  # lines sent to a worker at once (about 0.5 MB of Wikipedia paragraphs)
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # bounds memory: at most this many chunks queued per worker
 CJK_FRACTION_FOR_CHINESE = 0.5  # "auto": Chinese when ideographs are >= half of the letters
 HASH_BYTES = 8  # duplicate-line detection: 8-byte BLAKE2b digests (collisions ~ n^2 / 2^65)
@@ -51,12 +52,11 @@ _LETTER = re.compile(r"[^\W\d_]")
 # --- reading ---------------------------------------------------------------------------------
 
 
-def sniff_lang(path: Path, lang: str) -> str:
-    """Refuse binary files; with `lang="auto"` say whether the file looks Chinese or English."""
-    head = read_head(path)
+def sniff_lang(source: CorpusSource, lang: str) -> str:
+    """With `lang="auto"`, whether the source's text looks Chinese or English."""
     if lang != "auto":
         return lang
-    text = head.decode("utf-8", errors="ignore")
+    text = source.sample_text()
     ideographs = len(_CJK_IDEOGRAPH.findall(text))
     letters = len(_LETTER.findall(text))
     return "zh" if ideographs >= CJK_FRACTION_FOR_CHINESE * max(letters, 1) else "en"
@@ -69,21 +69,20 @@ class _Task:
     lines: list[bytes]
 
 
-def read_tasks(paths: Sequence[Path], langs: Sequence[str], progress: tqdm) -> Iterator[_Task]:
-    """Chunks of raw lines (bytes, blank lines kept); a chunk never spans two files."""
+def read_tasks(
+    sources: Sequence[CorpusSource],
+    langs: Sequence[str],
+    counts: Sequence[ReadCounts],
+    progress: tqdm,
+) -> Iterator[_Task]:
+    """Chunks of raw lines (bytes, blank lines kept); a chunk never spans two sources. Each
+    source's `counts` receive the records its reader read."""
     done_bytes = 0
-    for file_index, (path, lang) in enumerate(zip(paths, langs, strict=True)):
-        try:
-            with open_bytes(path) as (stream, raw):
-                while True:
-                    lines = list(itertools.islice(stream, LINES_PER_CHUNK))
-                    if not lines:
-                        break
-                    progress.update((done_bytes + raw.tell()) / BYTES_PER_MEGABYTE - progress.n)
-                    yield _Task(file_index, lang, lines)
-        except READ_ERRORS as error:
-            raise gzip_error(path, error) from error
-        done_bytes += path.stat().st_size
+    for file_index, (source, lang) in enumerate(zip(sources, langs, strict=True)):
+        for chunk in source.chunks(counts[file_index]):
+            progress.update((done_bytes + chunk.position) / BYTES_PER_MEGABYTE - progress.n)
+            yield _Task(file_index, lang, chunk.lines)
+        done_bytes += source.size()
 
 
 # --- splitting and tokenizing one chunk (in a worker process) --------------------------------
@@ -234,7 +233,8 @@ def encoded_chunks(
 
 @dataclass
 class _Counts:
-    """Running totals while writing; `file_lines`/`file_skipped` per input file."""
+    """Running totals while writing; `file_lines`/`file_skipped`/`file_documents` per input
+    file."""
 
     tokens: int = 0
     sentences: int = 0
@@ -246,6 +246,7 @@ class _Counts:
     hashed_lines: int = 0
     file_lines: list[int] = dataclasses.field(default_factory=list)
     file_skipped: list[int] = dataclasses.field(default_factory=list)
+    file_documents: list[int] = dataclasses.field(default_factory=list)
 
 
 class CorpusWriter:
@@ -254,7 +255,11 @@ class CorpusWriter:
     def __init__(self, directory: Path, num_files: int, unk_id: int, whole_word: bool) -> None:
         self.directory = directory
         self.unk_id = unk_id
-        self.counts = _Counts(file_lines=[0] * num_files, file_skipped=[0] * num_files)
+        self.counts = _Counts(
+            file_lines=[0] * num_files,
+            file_skipped=[0] * num_files,
+            file_documents=[0] * num_files,
+        )
         self.hashes: list[np.ndarray] = []
         self.is_break_pending = True
         self.current_file = -1
@@ -293,6 +298,7 @@ class CorpusWriter:
         counts.tokens += len(chunk.token_ids)
         counts.sentences += len(chunk.sentence_lengths)
         counts.documents += len(first_sentences)
+        counts.file_documents[chunk.file_index] += len(first_sentences)
         counts.unk_tokens += int(np.count_nonzero(chunk.token_ids == self.unk_id))
 
     def close(self) -> None:

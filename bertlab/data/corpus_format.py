@@ -10,7 +10,8 @@ A corpus directory (written by `bertlab.data.corpus.build_corpus`) holds:
 
 Cache: `meta.json` records two fingerprints. The tokenizer fingerprint hashes the vocabulary, the
 normalization switches, the `tokenizers` version and this format's version. The corpus fingerprint
-hashes the *content* of the files, in order (BLAKE2b over the stored bytes, compressed or not).
+hashes the *content* of the files, in order (BLAKE2b over the stored bytes, compressed or not),
+and how each is read (its reader and text column: `CorpusSource.key`).
 Content rather than path/size/mtime: a copied, moved or touched corpus is still recognised, an
 edit that keeps size and mtime is not missed, and reading the bytes costs about 1% of tokenizing
 them.
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import tokenizers
 
+from bertlab.core.corpus_sources import CorpusSource
 from bertlab.tokenizer.wordpiece import Tokenizer
 
 FORMAT_VERSION = 1  # bump when the layout or the splitting/tokenizing of lines changes
@@ -62,15 +64,18 @@ def tokenizer_fingerprint(tokenizer: Tokenizer) -> str:
     return hashlib.sha256(json.dumps(state, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def corpus_fingerprint(paths: Sequence[Path]) -> str:
-    """BLAKE2b of the files' bytes, in order (see the module docstring for why content)."""
+def corpus_fingerprint(sources: Sequence[CorpusSource]) -> str:
+    """BLAKE2b of each source's reader and text column and of its files' bytes, in order (see
+    the module docstring for why content): the same file read another way is another corpus."""
     digest = hashlib.blake2b()
-    for path in paths:
-        file_digest = hashlib.blake2b()
-        with open(path, "rb") as file:
-            for block in iter(lambda: file.read(1 << 20), b""):
-                file_digest.update(block)
-        digest.update(file_digest.digest())
+    for source in sources:
+        digest.update(hashlib.blake2b(source.key.encode("utf-8")).digest())
+        for path in source.files():
+            file_digest = hashlib.blake2b()
+            with open(path, "rb") as file:
+                for block in iter(lambda: file.read(1 << 20), b""):
+                    file_digest.update(block)
+            digest.update(file_digest.digest())
     return digest.hexdigest()
 
 

@@ -1,7 +1,8 @@
 """The pre-flight report: what a corpus holds, and what will train badly, before training starts.
 
-`preflight_report` reads the counts that `build_corpus` recorded (lines, duplicates, [UNK]s) and
-the document and sentence boundaries; `check_objective` refuses what cannot train at all.
+`preflight_report` reads the counts that `build_corpus` recorded (which reader read each file and
+the documents it made, lines, duplicates, [UNK]s) and the document and sentence boundaries;
+`check_objective` refuses what cannot train at all.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ MAX_UNK_RATE = 0.01  # more [UNK] than 1% suggests a vocabulary that does not fi
 MAX_DUPLICATE_LINE_RATIO = 0.10  # Lee et al. 2022: duplicated text is memorized, hurts training
 MAX_SHORT_DOCUMENT_FRACTION = 0.5  # warn when most documents are short
 MIN_SEQUENCES = 1000  # fewer full-length sequences than this: the model will simply memorize
+NAMED_FILES = 3  # a reader's line names this many files; more are counted
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class PreflightReport:
     num_short_documents: int  # < MIN_DOCUMENT_SENTENCES sentences or < MIN_DOCUMENT_TOKENS tokens
     num_unk_tokens: int
     warnings: list[str]
+    read_as: list[str]  # one line per way of reading: the files and the documents they made
+    num_empty_records: int = 0  # records (JSON objects, rows) without text
 
     @property
     def duplicate_line_ratio(self) -> float:
@@ -67,6 +71,9 @@ class PreflightReport:
             f"{self.num_single_sentence_documents:,}",
             f"[UNK] rate: {self.unk_rate:.3%}",
         ]
+        lines[1:1] = self.read_as
+        if self.num_empty_records:
+            lines.append(f"skipped {self.num_empty_records:,} records without text")
         if self.num_skipped_lines:
             lines.append(f"skipped {self.num_skipped_lines:,} lines that are not valid UTF-8")
         if self.num_tokenless_lines:
@@ -94,7 +101,7 @@ def preflight_report(
         raise ValueError(
             f"corpus at {corpus.directory} was tokenized with another tokenizer; build it again"
         )
-    counts = corpus.meta["counts"]
+    counts, files = corpus.meta["counts"], corpus.meta.get("files", [])
     document_offsets = np.asarray(corpus.document_offsets)
     sentences_per_document = np.diff(document_offsets)
     tokens_per_document = np.diff(np.asarray(corpus.sentence_offsets)[document_offsets])
@@ -117,9 +124,35 @@ def preflight_report(
         num_short_documents=int(np.count_nonzero(is_short)),
         num_unk_tokens=counts["unk_tokens"],
         warnings=[],
+        read_as=read_as_lines(files),
+        num_empty_records=sum(file.get("empty_records", 0) for file in files),
     )
     report.warnings.extend(_warnings(report))
     return report
+
+
+def read_as_lines(files: list[dict]) -> list[str]:
+    """One line per way the files were read (`meta.json`'s "files"): which files, and the
+    records and documents they made.
+
+    Example:
+        >>> read_as_lines([{"path": "a.jsonl", "read_as": "JSON Lines, field 'text'",
+        ...                 "records": 2000, "documents": 1998}])
+        ["read as JSON Lines, field 'text': a.jsonl, 2,000 records, 1,998 documents"]
+    """
+    groups: dict[str, list[dict]] = {}
+    for file in files:
+        groups.setdefault(file.get("read_as", "plain text"), []).append(file)
+    lines = []
+    for read_as, group in groups.items():
+        names = [file["path"] for file in group]
+        if len(names) > NAMED_FILES:
+            names = [f"{len(names):,} files ({names[0]} ... {names[-1]})"]
+        records = [file.get("records") for file in group]
+        counted = "" if None in records else f", {sum(records):,} records"
+        documents = sum(file.get("documents", 0) for file in group)
+        lines.append(f"read as {read_as}: {', '.join(names)}{counted}, {documents:,} documents")
+    return lines
 
 
 def _warnings(report: PreflightReport) -> list[str]:

@@ -1,8 +1,10 @@
 """Train a WordPiece vocabulary with BERT's rules on a streamed corpus. No torch import.
 
-The `tokenizers` WordPiece trainer does the learning; the corpus is read line by line (plain text or
-`.gz`), so it may be larger than memory. Training sees exactly the words `Tokenizer` will see (the
-same normalizer and pre-tokenizer), and the vocabulary is then fixed up for BERT's rules:
+The `tokenizers` WordPiece trainer does the learning; the corpus is read line by line, so it may
+be larger than memory, in any format a corpus comes in (plain text, JSON Lines, CSV, TSV, Parquet,
+a saved dataset, gzipped or not: `bertlab.core.corpus_sources`), each record's text only.
+Training sees exactly the words `Tokenizer` will see (the same normalizer and pre-tokenizer),
+and the vocabulary is then fixed up for BERT's rules:
 
 - Every CJK ideograph seen at least `min_ideograph_frequency` times is kept as a whole piece. The
   trainer's alphabet limit would otherwise drop rare ideographs of a Chinese corpus, and BERT's
@@ -33,14 +35,8 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from tqdm import tqdm
 
-from bertlab.core.text_files import (
-    READ_ERRORS,
-    check_files,
-    check_mostly_utf8,
-    gzip_error,
-    open_bytes,
-    read_head,
-)
+from bertlab.core.corpus_sources import CorpusReading, CorpusSource, open_corpus
+from bertlab.core.text_files import check_mostly_utf8
 from bertlab.tokenizer.basic import (
     CJK_RANGES,
     build_normalizer,
@@ -146,9 +142,9 @@ class TrainingReport:
 
 @dataclass
 class _CorpusReader:
-    """Streams non-blank lines of plain or gzipped UTF-8 files; holds out every Nth line."""
+    """Streams the non-blank UTF-8 lines of a corpus's text; holds out every Nth line."""
 
-    paths: Sequence[Path]
+    sources: Sequence[CorpusSource]
     heldout_every: int
     max_heldout_lines: int
     show_progress: bool
@@ -159,7 +155,7 @@ class _CorpusReader:
     _num_lines: int = 0
 
     def batches(self) -> Iterator[list[str]]:
-        total = sum(path.stat().st_size for path in self.paths)
+        total = sum(source.size() for source in self.sources)
         with tqdm(
             total=total / BYTES_PER_MEGABYTE,
             unit="MB",
@@ -169,31 +165,28 @@ class _CorpusReader:
         ) as progress:
             batch: list[str] = []
             done_bytes = 0
-            for path in self.paths:
+            for source in self.sources:
                 lines_before, skipped_before = self._num_lines, self.num_skipped_lines
-                try:
-                    with open_bytes(path) as (stream, raw):
-                        for line in self._lines(stream, path):
-                            batch.append(line)
-                            if len(batch) == LINES_PER_BATCH:
-                                read = (done_bytes + raw.tell()) / BYTES_PER_MEGABYTE
-                                progress.update(read - progress.n)
-                                yield batch
-                                batch = []
-                except READ_ERRORS as error:
-                    raise gzip_error(path, error) from error
+                for chunk in source.chunks():
+                    for line in self._lines(chunk.lines, source.path):
+                        batch.append(line)
+                        if len(batch) == LINES_PER_BATCH:
+                            read = (done_bytes + chunk.position) / BYTES_PER_MEGABYTE
+                            progress.update(read - progress.n)
+                            yield batch
+                            batch = []
                 check_mostly_utf8(
-                    path,
+                    source.path,
                     self._num_lines - lines_before,
                     self.num_skipped_lines - skipped_before,
                 )
-                done_bytes += path.stat().st_size
+                done_bytes += source.size()
                 progress.update(done_bytes / BYTES_PER_MEGABYTE - progress.n)
             if batch:
                 yield batch
 
-    def _lines(self, stream, path: Path) -> Iterator[str]:
-        for raw_line in stream:
+    def _lines(self, raw_lines: list[bytes], path: Path) -> Iterator[str]:
+        for raw_line in raw_lines:
             try:
                 line = raw_line.decode("utf-8").strip()
             except UnicodeDecodeError:
@@ -225,20 +218,25 @@ def train_tokenizer(
     corpus_paths: Sequence[str | os.PathLike],
     config: TokenizerTrainingConfig,
     show_progress: bool = True,
+    reading: CorpusReading | None = None,
 ) -> tuple[Tokenizer, TrainingReport]:
     """Train a WordPiece vocabulary on `corpus_paths` and measure it on held-out lines.
 
     Nothing is written: save the returned tokenizer with `save_pretrained`.
 
+    Args:
+        corpus_paths: files, folders or patterns (`bertlab.core.corpus_sources`).
+        config: how to train.
+        show_progress: a progress bar over the bytes read.
+        reading: the format and the text's column; None: each file by its suffix, "text".
+
     Raises:
         FileNotFoundError: a corpus file does not exist.
-        ValueError: a directory, a binary, broken gzip or mostly non-UTF-8 file
-            (`bertlab.core.text_files`), or no non-blank UTF-8 line to train on.
+        ValueError: a binary, broken gzip or mostly non-UTF-8 file, a file that does not fit its
+            format (`bertlab.core.corpus_sources`), or no non-blank UTF-8 line to train on.
     """
     started = time.perf_counter()
-    paths = check_files(corpus_paths)
-    for path in paths:
-        read_head(path)  # a binary or broken gzip file is refused before training starts
+    sources = open_corpus(corpus_paths, reading)  # refused here, before training starts
     options = config.options
     backend = BackendTokenizer(WordPiece(unk_token=UNK_TOKEN))
     backend.normalizer = build_normalizer(options.lowercase, options.is_stripping_accents)
@@ -251,11 +249,12 @@ def train_tokenizer(
         continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
         show_progress=show_progress,
     )
-    reader = _CorpusReader(paths, config.heldout_every, config.max_heldout_lines, show_progress)
+    reader = _CorpusReader(sources, config.heldout_every, config.max_heldout_lines, show_progress)
     backend.train_from_iterator(reader.batches(), trainer)
     if reader.num_training_lines == 0:
+        names = ", ".join(str(source.path) for source in sources)
         raise ValueError(
-            f"corpus is empty: no non-blank UTF-8 line to train on in {', '.join(map(str, paths))}"
+            f"corpus is empty: no non-blank UTF-8 line to train on in {names}"
             + (
                 f" ({reader.num_skipped_lines} lines were not UTF-8)"
                 if reader.num_skipped_lines

@@ -46,6 +46,7 @@ from bertlab.core.config import (
     objective_data,
     with_new_warmup_name,
 )
+from bertlab.core.corpus_sources import CorpusReading, open_corpus
 from bertlab.core.model_card import ModelCard, write_model_card
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
@@ -55,7 +56,6 @@ from bertlab.core.runtime import (
     gathered,
     set_seed,
 )
-from bertlab.core.text_files import check_files
 from bertlab.core.wording import Worded
 from bertlab.data.corpus import (
     TokenizedCorpus,
@@ -149,8 +149,9 @@ class PretrainRun:
     """One pre-training run. None means "not chosen" (see the module docstring).
 
     Attributes:
-        corpus: text files (.txt/.gz) in Google's layout: a sentence or paragraph per line, a
-            blank line between documents.
+        corpus: files, folders or patterns: plain text in Google's layout (a sentence or
+            paragraph per line, a blank line between documents), JSON Lines, CSV, TSV, Parquet,
+            a folder saved by `datasets`; gzipped or not (`bertlab.core.corpus_sources`).
         out: the run directory: checkpoints, metrics.jsonl, curves.png and `final/`.
         budget: seconds of training with the budget recipe's defaults (vocabulary, shape,
             objective, masking, schedule); give exactly one of budget, max_steps, max_time.
@@ -167,6 +168,8 @@ class PretrainRun:
             after a budget run that chose the dropout itself, else the dropout trained with.
         lang: sentence splitting and whole-word segmentation: "auto", "en" or "zh".
         corpus_cache: the tokenized corpus's directory; None: `OUT/corpus`.
+        corpus_format: how the corpus files are read; "auto": each by its suffix.
+        text_column: the JSON field or column that holds each document's text.
         resume: continue from the latest checkpoint in `out`.
         plan: the budget recipe planned for the machine (`bertlab.training.budget_plan`), set by
             `run_pretraining`; None: the measured CPU recipe until then. Not a flag.
@@ -190,6 +193,8 @@ class PretrainRun:
     finetune_dropout: float | None = None
     lang: str = "auto"
     corpus_cache: str | os.PathLike | None = None
+    corpus_format: str = CorpusReading.corpus_format
+    text_column: str = CorpusReading.text_column
     resume: bool = False
     # PretrainDataConfig
     objective: str | None = None
@@ -249,6 +254,7 @@ class PretrainRun:
                 raise ValueError(f"position_init must be one of {POSITION_INITS}")
         if self.lang not in LANGS:
             raise ValueError(f"unknown lang {self.lang!r}; choose one of {', '.join(LANGS)}")
+        self.corpus_reading()  # raises ValueError for an unknown format
         if self.objective is not None:
             objective_data(self.objective)  # raises ValueError for an unknown objective
         for name in ("dropout", "finetune_dropout"):
@@ -285,6 +291,10 @@ class PretrainRun:
         object.__setattr__(self, "warmup_proportion", proportion)  # frozen; still constructing
 
     # --- what the run resolves to -------------------------------------------------------------
+
+    def corpus_reading(self) -> CorpusReading:
+        """How the corpus files are read: the format and the text's column."""
+        return CorpusReading(self.corpus_format, self.text_column)
 
     def recipe(self) -> BudgetRecipe | None:
         """The budget recipe, with a budget (the machine's plan once planned); None otherwise."""
@@ -426,7 +436,7 @@ def run_pretraining(
     out = Path(run.out)
     if out.exists() and not out.is_dir():
         raise ValueError(Worded("{out} {path} exists and is not a directory", path=out))
-    check_files(run.corpus)  # a missing file named, before anything is written
+    open_corpus(run.corpus, run.corpus_reading())  # bad files named before anything is written
     # One writer per OUT (torchrun's processes are one job: its main process holds it).
     with run_lock(out) if context.is_main else contextlib.nullcontext():
         if context.is_main:
@@ -468,15 +478,17 @@ def _run(
     data_config, loop_config = run.data_config(), run.loop_config()
     tokenizer = _tokenizer(run, out, context, show_progress, say)
     cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
-    files = [Path(path) for path in run.corpus]
+    files, reading = run.corpus, run.corpus_reading()
     whole_word = data_config.do_whole_word_mask
     if run.resume:  # a resume with other settings is refused before its corpus cache is built
         _check_resumable(run, out, tokenizer, context)
     if context.is_main:
-        corpus = build_corpus(files, tokenizer, cache, run.lang, show_progress, whole_word)
+        corpus = build_corpus(
+            files, tokenizer, cache, run.lang, show_progress, whole_word, reading=reading
+        )
     barrier(context)
     if not context.is_main:
-        corpus = build_corpus(files, tokenizer, cache, run.lang, False, whole_word)
+        corpus = build_corpus(files, tokenizer, cache, run.lang, False, whole_word, reading=reading)
     report = preflight_report(corpus, tokenizer, data_config.objective, data_config.max_seq_length)
     for line in report.summary():
         say(line)
@@ -767,13 +779,15 @@ def _tokenizer(
     directory = out / TOKENIZER_DIR
     if context.is_main and not (directory / "vocab.txt").is_file():
         size = run.vocabulary_size()
-        lang = sniff_lang(Path(run.corpus[0]), run.lang)
+        lang = sniff_lang(open_corpus(run.corpus, run.corpus_reading())[0], run.lang)
         recipe = run.recipe() or BudgetRecipe()
         config = TokenizerTrainingConfig(
             vocab_size=size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
         )
         say(f"training a vocabulary of {size:,} pieces on the corpus ({lang})")
-        tokenizer, report = train_tokenizer(run.corpus, config, show_progress=show_progress)
+        tokenizer, report = train_tokenizer(
+            run.corpus, config, show_progress=show_progress, reading=run.corpus_reading()
+        )
         for line in report.summary():
             say(f"  {line}")
         with atomic_directory(directory) as temporary:

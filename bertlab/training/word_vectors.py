@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 from bertlab.core.atomic import atomic_file
+from bertlab.core.corpus_sources import CorpusReading, corpus_lines, open_corpus
 from bertlab.core.optional import require
-from bertlab.core.text_files import read_lines
 from bertlab.data.corpus_format import TokenizedCorpus
 from bertlab.data.text_units import jieba_segmenter
 from bertlab.tokenizer.basic import build_normalizer, build_pre_tokenizer
@@ -264,17 +264,27 @@ def write_word_corpus(
     lang: str,
     out_path: str | os.PathLike,
     max_words: int | None = None,
+    reading: CorpusReading | None = None,
 ) -> int:
-    """Split every line of `paths` into words (`word_splitter`) and write them, one line per
-    input line, space-separated: the `corpus_file` word2vec reads. Returns the words written.
+    """Split every line of the corpus's text into words (`word_splitter`) and write them, one
+    line per input line, space-separated: the `corpus_file` word2vec reads. Returns the words
+    written.
+
+    Args:
+        paths: files, folders or patterns in any corpus format (`bertlab.core.corpus_sources`).
+        lang: how words are split, one of WORD_LANGS.
+        out_path: the file to write.
+        max_words: stop after this many words.
+        reading: the format and the text's column; None: each file by its suffix, "text".
 
     Raises:
-        ValueError: no word at all, or an unknown language.
+        ValueError: no word at all, an unknown language, a file that does not fit its format.
     """
     split = word_splitter(lang)
+    sources = open_corpus(paths, reading)
     count = 0
     with atomic_file(out_path) as temporary, open(temporary, "w", encoding="utf-8") as out:
-        for line in read_lines(paths):
+        for line in corpus_lines(sources):
             words = split(line)
             if max_words is not None:
                 words = words[: max_words - count]

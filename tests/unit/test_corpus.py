@@ -284,10 +284,10 @@ def make_not_gzip(tmp_path: Path) -> Path:
     return path
 
 
-def make_directory(tmp_path: Path) -> Path:
+def make_empty_directory(tmp_path: Path) -> Path:
     path = tmp_path / "shards"
     path.mkdir()
-    write(path / "part1.txt", ENGLISH)
+    write(path / ".hidden.txt", ENGLISH)  # hidden files are not part of a folder's corpus
     return path
 
 
@@ -304,7 +304,7 @@ BAD_INPUTS = [  # (make the file, exception, words of the message)
     (make_cut_gzip, ValueError, "not a readable gzip file"),
     (make_crc_gzip, ValueError, "not a readable gzip file"),
     (make_not_gzip, ValueError, "not a readable gzip file"),
-    (make_directory, ValueError, "is a directory"),
+    (make_empty_directory, ValueError, "is a folder without corpus files"),
     (make_missing, FileNotFoundError, "not found"),
 ]
 
