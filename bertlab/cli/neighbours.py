@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from bertlab.cli.common import CommandError
+from bertlab.cli.common import (
+    CORPUS_HELP,
+    CommandError,
+    add_corpus_reading_flags,
+    corpus_reading,
+)
 
 DEFAULT_VECTOR_SIZE = 100  # word2vec's (Mikolov et al. 2013; gensim's default)
 
@@ -42,7 +47,8 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
         help="'A is to B as C is to ?': the words nearest A - B + C (e.g. king man woman); "
         "repeatable",
     )
-    add("--corpus", nargs="+", help="text files (.txt or .gz) to train on")
+    add("--corpus", nargs="+", help=f"the corpus to train on: {CORPUS_HELP}")
+    add_corpus_reading_flags(word2vec)
     add(
         "--vectors",
         help="a word-vector file instead of --corpus: saved by --save-vectors, or any in "
@@ -85,8 +91,9 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
         "--reference",
         nargs="+",
         required=True,
-        help="text files whose sentences using WORD are the candidates",
+        help=f"the corpus whose sentences using WORD are the candidates: {CORPUS_HELP}",
     )
+    add_corpus_reading_flags(contextual)
     add(
         "--lang",
         choices=("auto", "en", "zh"),
@@ -137,7 +144,9 @@ def run_word2vec(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         with tempfile.TemporaryDirectory() as directory:
             words_file = Path(directory) / "words.txt"
-            count = write_word_corpus(args.corpus, args.lang, words_file, args.max_words)
+            count = write_word_corpus(
+                args.corpus, args.lang, words_file, args.max_words, corpus_reading(args)
+            )
             vectors = train_word_level_vectors(words_file, config)
         print(
             f"{config.method} vectors of {len(vectors):,} words (seen at least {config.min_count} "
@@ -188,8 +197,8 @@ def run_contextual(args: argparse.Namespace) -> int:
     import numpy as np
 
     from bertlab.cli.common import warn
+    from bertlab.core.corpus_sources import corpus_lines, open_corpus
     from bertlab.core.hub import resolve
-    from bertlab.core.text_files import read_lines
     from bertlab.tokenizer.basic import is_cjk_ideograph
     from bertlab.use.inspection import load_encoder
     from bertlab.use.neighbours import (
@@ -213,9 +222,8 @@ def run_contextual(args: argparse.Namespace) -> int:
             raise CommandError(f"--context {sentence!r} does not use {args.word!r}")
         queries.append(found[0])
     warn(tokenizer.mostly_unknown_warning(args.context))
-    sentences = reference_sentences(
-        read_lines(args.reference), args.word, lang, args.max_occurrences
-    )
+    lines = corpus_lines(open_corpus(args.reference, corpus_reading(args)))
+    sentences = reference_sentences(lines, args.word, lang, args.max_occurrences)
     references = word_vectors_in(model, tokenizer, sentences, args.word, args.layer)
     print(f"{args.word!r}: {len(references):,} uses in the reference, layer {args.layer}")
     if len(queries) > 1:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from bertlab.cli.common import CommandError
+from bertlab.cli.common import (
+    CORPUS_HELP,
+    CommandError,
+    add_corpus_reading_flags,
+    corpus_reading,
+)
 
 
 def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -21,12 +26,15 @@ def add_tokenizer_commands(subparsers: argparse._SubParsersAction) -> None:
 
     train = commands.add_parser(
         "train",
-        help="train a WordPiece vocabulary on plain-text or .gz files",
-        description="Train a WordPiece vocabulary with BERT's rules. The corpus is streamed; "
-        "lines that are not valid UTF-8 are skipped and counted. Ends with a report measured "
-        "on held-out lines of the corpus.",
+        help="train a WordPiece vocabulary on a corpus (plain text, JSON Lines, CSV, TSV, "
+        "Parquet, a saved dataset)",
+        description="Train a WordPiece vocabulary with BERT's rules. The corpus is streamed "
+        "(of JSON Lines, CSV, TSV, Parquet and saved datasets, the text column only); lines "
+        "that are not valid UTF-8 are skipped and counted. Ends with a report measured on "
+        "held-out lines of the corpus.",
     )
-    train.add_argument("corpus", nargs="+", help="text files (.txt or .gz), one line per sentence")
+    train.add_argument("corpus", nargs="+", help=CORPUS_HELP)
+    add_corpus_reading_flags(train)
     train.add_argument("--vocab-size", type=int, required=True, help="pieces in the vocabulary")
     train.add_argument(
         "--cased", action="store_true", help="keep case and accents (default: uncased)"
@@ -86,7 +94,9 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
     with run_lock(out):  # one writer: two runs into one --out would mix their files
-        tokenizer, report = train_tokenizer(args.corpus, config, not args.no_progress)
+        tokenizer, report = train_tokenizer(
+            args.corpus, config, not args.no_progress, corpus_reading(args)
+        )
         tokenizer.save_pretrained(out)
     for line in report.summary():
         print(line)

@@ -136,6 +136,10 @@ def test_neighbours_from_word2vec_embeddings_and_context(hub_model_folder, tmp_p
     out = capsys.readouterr().out
     assert "'cat': 80 uses in the reference" in out and "cosine between its vectors" in out
     assert out.count("[cat]") == 4 and figure.is_file()
+    records = tmp_path / "reference.jsonl"  # the same reference as JSON Lines, by its field
+    records.write_text("".join(json.dumps({"body": line}) + "\n" for line in lines))
+    assert main([*argv, "--reference", str(records), "--text-field", "body"]) == 0
+    assert "'cat': 80 uses in the reference" in capsys.readouterr().out
     assert main([*argv[:5], "--context", "no such word", "--reference", str(corpus)]) == 1
     assert "does not use 'cat'" in capsys.readouterr().err
 
