@@ -106,24 +106,24 @@ def _words(kind: str) -> tuple[str, str]:
     return "text_column", "set_text_column"
 
 
-def _suggestion(names: Iterable[str], values: dict[str, object] | None = None) -> str | None:
-    """The name most likely to hold the text: the one whose value is the longest string."""
-    names = list(names)
-    if values:
-        texts = [(len(value), name) for name, value in values.items() if isinstance(value, str)]
-        if texts:
-            return max(texts)[1]
-    return names[0] if len(names) == 1 else None
+def longest_text(values: dict[str, object]) -> str | None:
+    """The name whose value is the longest string: the likeliest to hold a record's text.
+
+    Example:
+        >>> longest_text({"id": 7, "title": "Short", "body": "A longer text."})
+        'body'
+    """
+    texts = [(len(value), name) for name, value in values.items() if isinstance(value, str)]
+    return max(texts)[1] if texts else None
 
 
 def missing_text_error(
-    where: str, column: str, kind: str, names: Iterable[str], values: dict | None = None
+    where: str, column: str, kind: str, names: Iterable[str], suggested: str | None
 ) -> ValueError:
-    """No field or column `column` at `where`: the names there, and the one that holds text."""
+    """No field or column `column` at `where`: the names there, and the one to read instead."""
     names = list(names)
     setting, set_setting = _words(kind)
     template = "{where}: no {kind} {column!r} ({" + setting + "}); its {kind}s are {names}"
-    suggested = _suggestion(names, values)
     if suggested is not None:
         template += "; to read {suggested!r}, give {" + set_setting + "}{suggested!r}"
     shown = ", ".join(repr(name) for name in names) or "none"
@@ -372,7 +372,7 @@ def _record_text(path: Path, line_number: int, line: str, column: str) -> str | 
         kind = JSON_KINDS.get(type(record), "a number")
         raise ValueError(f"{where}: {kind}, not a JSON object; JSON Lines hold one object a line")
     if column not in record:
-        raise missing_text_error(where, column, "field", record, record)
+        raise missing_text_error(where, column, "field", record, longest_text(record))
     text = record[column]
     if text is not None and not isinstance(text, str):
         raise _not_text_error(where, column, "field", JSON_KINDS.get(type(text), "a number"))
@@ -420,8 +420,9 @@ class DelimitedReader(RecordReader):
                 raise ValueError(f"{path}:1: no header row; a {self.title} corpus starts with one")
             if column not in header:
                 first = next(reader, None)
-                values = dict(zip(header, first, strict=False)) if first else None
-                raise missing_text_error(f"{path}:1", column, "column", header, values)
+                values = dict(zip(header, first, strict=False)) if first else {}
+                suggested = longest_text(values)
+                raise missing_text_error(f"{path}:1", column, "column", header, suggested)
             index = header.index(column)
             for row in reader:
                 if not row:
@@ -469,7 +470,9 @@ def _releasing_memory(pyarrow: ModuleType) -> Iterator[None]:
 
 def _check_text_type(pyarrow: ModuleType, schema, where: str, column: str) -> None:
     if column not in schema.names:
-        raise missing_text_error(where, column, "column", schema.names)
+        texts = [field.name for field in schema if _is_text_type(pyarrow, field.type)]
+        suggested = texts[0] if texts else None
+        raise missing_text_error(where, column, "column", schema.names, suggested)
     data_type = schema.field(column).type
     if not _is_text_type(pyarrow, data_type):
         raise _not_text_error(where, column, "column", f"values of type {data_type}")

@@ -213,7 +213,8 @@ def test_parquet_reads_the_text_column_of_every_row_group(parquet_file):
 def test_parquet_names_a_missing_or_non_text_column(parquet_file):
     path = parquet_file("r.parquet", {"id": [1, 2], "body": ["A.", "B."]})
     assert refused(path) == (
-        f"{path}: no column 'text' (text_column); its columns are 'id', 'body'"
+        f"{path}: no column 'text' (text_column); its columns are 'id', 'body'; to read 'body', "
+        "give text_column='body'"
     )
     assert refused(path, CorpusReading(text_column="id")) == (
         f"{path}: column 'id' (text_column) holds values of type int64, not text"
