@@ -199,15 +199,16 @@ class TextReader(Reader):
                     )
                 )
         head = read_head(path)  # a binary or broken gzip file is refused here
+        if is_chosen:  # read as plain text, whatever it looks like
+            return
         lines = head.decode("utf-8", errors="replace").split("\n")
         if len(head) == SNIFF_BYTES:  # the last line may be cut short
             lines.pop()
         numbered = [(n, line.strip()) for n, line in enumerate(lines, 1) if line.strip()]
         numbered = numbered[:HEAD_RECORDS]
-        if is_chosen:  # read as plain text, whatever it looks like
-            return
         self._refuse_json(path, numbered)
-        self._refuse_header(path, lines[0].strip(), numbered[1:2])
+        if numbered and numbered[0][0] == 1:  # a header row is the file's first line
+            self._refuse_header(path, numbered[0][1], numbered[1:2])
 
     @staticmethod
     def _refuse_json(path: Path, numbered: list[tuple[int, str]]) -> None:

@@ -186,6 +186,9 @@ def test_a_csv_named_txt_is_refused_by_its_header_row(tmp_path):
     prose = tmp_path / "prose.txt"  # a title and a sentence with commas: no header
     prose.write_text("Anarchism\nAnarchism is a political philosophy, and a movement.\n")
     assert len(lines_of(prose)) == 2
+    long_line = tmp_path / "long.txt"  # a first line longer than the start that is checked
+    long_line.write_text("word, " * 20_000 + "\n")
+    assert len(lines_of(long_line)) == 1
 
 
 # --- Parquet -------------------------------------------------------------------------------------
