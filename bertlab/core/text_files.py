@@ -1,8 +1,10 @@
 """Corpus files: plain or gzipped UTF-8 text, checked the same way by every command that reads one.
 
 `bertlab tokenizer train`, `bertlab pretrain` (the tokenized corpus) and the word vectors all read
-their files here, so a missing file, a directory, a binary file, a broken or truncated gzip file
-and a file mostly not UTF-8 are refused alike, each with one line naming the file:
+their text files here (through `bertlab.core.corpus_readers`, which reads every format), so a
+binary file, a broken or truncated gzip file and a file mostly not UTF-8 are refused alike, each
+with one line naming the file; `read_lines` (a command's input file) also refuses a missing file
+and a directory:
 
 - `check_files`: the files exist and are files (a directory is named as one);
 - `open_bytes`: the file's bytes, decompressed when it starts with gzip's magic number (whatever

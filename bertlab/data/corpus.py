@@ -18,9 +18,10 @@ The directory is assembled under a temporary name next to `out_dir` and renamed 
 end, so a failure never leaves a half-written corpus. When `meta.json` records the same
 fingerprints and options, `build_corpus` opens the existing directory and returns.
 
-Bad input is refused before anything is written where it can be (a missing file, a directory, a
-binary file, a broken gzip header) and otherwise by removing the temporary directory (a file
-mostly not UTF-8, an empty corpus): each with one line naming the file.
+Bad input is refused before anything is written where it can be (a missing file, an empty folder,
+a binary file, a broken gzip header, a file whose start does not fit its format) and otherwise by
+removing the temporary directory (a later line that does not fit, a file mostly not UTF-8, an
+empty corpus): each with one line naming the file.
 """
 
 from __future__ import annotations
