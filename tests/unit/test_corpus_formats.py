@@ -154,11 +154,11 @@ def test_every_format_gives_the_tokens_and_batches_of_plain_text(
     assert len(read_as) == 1 and read_as[0].endswith(f"{NUM_REVIEWS:,} documents"), read_as
 
 
-def test_tokenizer_training_and_word_vectors_read_only_the_text(plain, reviews, tmp_path):
+def test_tokenizer_training_and_word_vectors_read_only_the_text(reviews, tmp_path):
     """JSON Lines train the vocabulary of the same text as plain text: no `{"id": 1, "text": `
     pieces; the word vectors' words are the text's words."""
-    text_path = plain[0]
-    jsonl = write_jsonl(tmp_path / "reviews.jsonl", reviews)
+    text_path = write_text(tmp_path / "reviews.txt", reviews[:500])
+    jsonl = write_jsonl(tmp_path / "reviews.jsonl", reviews[:500])
     config = TokenizerTrainingConfig(vocab_size=600)
     from_text, _ = train_tokenizer([text_path], config, show_progress=False)
     from_jsonl, _ = train_tokenizer([jsonl], config, show_progress=False)
@@ -175,7 +175,8 @@ def test_tokenizer_training_and_word_vectors_read_only_the_text(plain, reviews, 
 def test_the_same_file_read_another_way_is_tokenized_again(reviews, tokenizer, tmp_path):
     path = tmp_path / "reviews.csv"
     with open(path, "w", encoding="utf-8", newline="") as file:
-        csv.writer(file).writerows([("title", "text"), *((text[:30], text) for text in reviews)])
+        rows = ((text[:30], text) for text in reviews[:500])
+        csv.writer(file).writerows([("title", "text"), *rows])
     out = tmp_path / "corpus"
     whole = build_corpus([path], tokenizer, out, "en", False, num_workers=0)
     whole_tokens = whole.num_tokens
