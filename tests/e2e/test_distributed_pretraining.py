@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -25,7 +26,7 @@ from bertlab.training.metrics_log import read_metrics
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 OBJECTIVES = ("mlm+nsp", "mlm", "clm", "electra")
-MAX_STEPS = 6
+MAX_STEPS = 4
 CHECKPOINT_EVERY = 2
 
 
@@ -119,7 +120,7 @@ def test_two_processes_stopped_at_a_checkpoint_resume_onto_the_same_weights(
 ) -> None:
     reference = uninterrupted[objective]
     names = [path.name for path in checkpointing.list_checkpoints(reference)]
-    assert names == ["step-000002", "step-000004", "step-000006"]  # every checkpoint kept
+    assert names == ["step-000002", "step-000004"]  # every checkpoint kept
     assert (reference / "final" / "model.safetensors").is_file()
     run = tmp_path / "run"
     shutil.copytree(reference, run)
@@ -127,17 +128,14 @@ def test_two_processes_stopped_at_a_checkpoint_resume_onto_the_same_weights(
         shutil.rmtree(run / folder)
     for later in checkpointing.list_checkpoints(run)[1:]:
         shutil.rmtree(later)
-    steps = [*_steps(objective), "--keep-checkpoints", "2", "--resume"]
+    steps = [*_steps(objective), "--keep-checkpoints", "1", "--resume"]
     _run(_two_processes(_pretrain(pretrain_files, model_config, run, *steps)), cli_env)
     for folder in _saved_folders(objective):
         _assert_same_weights(reference / folder, run / folder)
     assert _records(run, "train") == _records(reference, "train")
     assert _records(run, "eval") == _records(reference, "eval")
-    # --keep-checkpoints 2: the two latest are left
-    assert [path.name for path in checkpointing.list_checkpoints(run)] == [
-        "step-000004",
-        "step-000006",
-    ]
+    # --keep-checkpoints 1: the latest is left
+    assert [path.name for path in checkpointing.list_checkpoints(run)] == ["step-000004"]
 
 
 def _rank_pids(launchers: list[subprocess.Popen]) -> dict[int, int]:
@@ -249,7 +247,7 @@ def test_the_budget_recipe_on_two_nodes_is_killed_and_resumes(
         "--model-size", "tiny",
         "--max-seq-length", "32",
         "--eval-examples", "16",
-        "--budget", "3s",
+        "--budget", "2s",
         "--checkpoint-every", "2",
         "--log-every", "1",
         "--no-progress",
@@ -293,12 +291,14 @@ def test_a_process_that_does_not_see_the_main_processs_out_stops_the_job(
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if "cannot see" in line]
     assert lines, done.stderr[-3000:]
-    assert len(lines) == 2, lines  # each process says it, naming its own --out
-    for rank, line in enumerate(sorted(lines)):
-        assert line.endswith(
-            f"bertlab: error: process 1 of this torchrun job cannot see --out {out}-{rank} as "
-            "the main process writes it; on several machines --out must be a folder on a file "
-            "system that they all share (e.g. NFS), at the same path"
+    # Each process says it, naming its own --out (unless torchrun ended it first).
+    for line in lines:
+        assert re.search(
+            "bertlab: error: process 1 of this torchrun job cannot see --out "
+            f"{re.escape(out)}-[01] as the main process writes it; on several machines --out "
+            "must be a folder on a file system that they all share \\(e.g. NFS\\), at the same "
+            "path$",
+            line,
         ), line
     assert "bertlab/" not in done.stderr  # no traceback of ours (torchrun prints its own)
     assert not (tmp_path / "run-0" / "final").exists()
