@@ -173,7 +173,8 @@ def generate(
         tokenizer: its tokenizer.
         prompt: the beginning of the text (may be empty).
         max_new_tokens: pieces to add at most.
-        temperature: > 0; below 1 sharpens the distribution, above 1 flattens it.
+        temperature: finite and > 0; below 1 sharpens the distribution (near 0: the most
+            probable piece), above 1 flattens it.
         top_k: sample among this many pieces; None: the whole vocabulary.
         seed: the sampling generator's seed (the same seed, the same text).
 
@@ -189,8 +190,12 @@ def generate(
             "generate needs a left-to-right model (pre-trained with --objective clm); a masked "
             "model fills in [MASK]s from both sides instead (`bertlab fill-mask`)"
         )
-    if not temperature > 0 or max_new_tokens < 1 or (top_k is not None and top_k < 1):
-        raise ValueError("need temperature > 0, max_new_tokens >= 1 and top_k >= 1 (or None)")
+    if not 0 < temperature < math.inf:
+        raise ValueError(f"need a finite temperature > 0, got {temperature}")
+    if max_new_tokens < 1 or (top_k is not None and top_k < 1):
+        raise ValueError(
+            f"need max_new_tokens >= 1 and top_k >= 1 (or None), got {max_new_tokens} and {top_k}"
+        )
     generator = torch.Generator().manual_seed(seed)
     device = model_device(model)
     ids = tokenizer(prompt, truncation=False)["input_ids"][:-1]  # [CLS] and the prompt, no [SEP]
@@ -211,7 +216,11 @@ def generate(
         if top_k is not None and top_k < logits.numel():
             threshold = logits.topk(top_k).values[-1]
             logits = logits.masked_fill(logits < threshold, -math.inf)
-        probabilities = (logits / temperature).softmax(dim=-1)  # (V,)
+        # Shifted so that the most probable piece is at 0, and divided in float64: a tiny or a
+        # huge temperature neither overflows float32 (inf - inf) nor rounds to 0 or inf there;
+        # a temperature near 0 picks the most probable piece.
+        shifted = (logits - logits.max()).double()  # (V,)
+        probabilities = (shifted / temperature).softmax(dim=-1)  # (V,)
         piece = int(torch.multinomial(probabilities, 1, generator=generator))
         if piece == tokenizer.sep_token_id:
             break

@@ -399,6 +399,19 @@ def test_concurrent_requests_get_their_own_answers(base_url):
         )
 
 
+def test_a_temperature_near_zero_is_answered_and_an_infinite_one_refused(base_url, serve_models):
+    """1e-40 was a 500 (softmax of inf); a number too large for a float is inf in JSON: 422."""
+    body = {"texts": ["great phone"], "max_new_tokens": 6, "temperature": 1e-40}
+    status, answer = post(base_url, "clm", "generate", body)
+    assert status == 200, answer
+    model, tokenizer = load_with_lm_head(serve_models["clm"])
+    greedy = generate(model, tokenizer, "great phone", max_new_tokens=6, top_k=1)
+    assert answer["results"][0]["text"] == greedy
+    raw = b'{"texts": ["great phone"], "temperature": 1e999}'
+    status, answer = call(f"{base_url}/api/models/clm/generate", raw=raw)
+    assert status == 422 and "temperature: Input should be a finite number" in answer["detail"]
+
+
 # --- bad requests: 4xx with a message, and the server keeps serving -------------------------------
 
 BAD_REQUESTS = [

@@ -232,6 +232,19 @@ def test_generate_refuses_a_prompt_longer_than_the_positions(causal_model, capsy
     assert error.startswith("bertlab: error: the prompt has 600 pieces") and "\n" not in error[:-1]
 
 
+def test_generate_takes_a_temperature_near_zero_and_refuses_a_non_finite_one(causal_model, capsys):
+    base = ["generate", "--model", str(causal_model), "w1 w2", "--max-new-tokens", "5"]
+    assert main([*base, "--temperature", "1e-40"]) == 0
+    near_zero = capsys.readouterr()
+    assert near_zero.out.startswith("w1 w2") and near_zero.err == ""
+    assert main([*base, "--top-k", "1"]) == 0
+    assert capsys.readouterr().out == near_zero.out  # the most probable piece each time
+    for value in ("inf", "nan", "0"):
+        assert main([*base, "--temperature", value]) == 1
+        error = capsys.readouterr().err
+        assert error == f"bertlab: error: need a finite temperature > 0, got {float(value)}\n"
+
+
 def test_embed_names_the_line_that_is_not_utf8(hub_model_folder, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_bytes(b"the cat sat\n\na caf\xe8 film\n")

@@ -3,6 +3,8 @@ likelihoods (Salazar et al. 2020), sampling, and fill-mask refusing a left-to-ri
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -72,6 +74,21 @@ def test_generation_needs_a_causal_model_and_repeats_with_its_seed(tiny_config, 
         generate(_model(tiny_config, tokenizer, is_causal=False), tokenizer, "the cat")
     with pytest.raises(ValueError, match="temperature > 0"):
         generate(causal, tokenizer, "the", temperature=0.0)
+
+
+def test_a_temperature_near_zero_picks_the_most_probable_piece_and_inf_is_refused(
+    tiny_config, tokenizer
+):
+    """1e-40 overflowed float32 (logits / 1e-40 is inf, softmax NaN: torch.multinomial's
+    traceback); near 0 a temperature means the most probable piece, as top_k=1 picks it."""
+    causal = _model(tiny_config, tokenizer, is_causal=True)
+    greedy = generate(causal, tokenizer, "the cat", max_new_tokens=6, top_k=1)
+    for temperature in (1e-40, 5e-324):
+        assert generate(causal, tokenizer, "the cat", 6, temperature, seed=5) == greedy
+    assert generate(causal, tokenizer, "the cat", 6, temperature=1e300).startswith("the cat")
+    for temperature in (math.inf, math.nan, -1.0):
+        with pytest.raises(ValueError, match=f"^need a finite temperature > 0, got {temperature}$"):
+            generate(causal, tokenizer, "the", temperature=temperature)
 
 
 def test_fill_mask_refuses_a_left_to_right_model(tiny_config, tokenizer):
