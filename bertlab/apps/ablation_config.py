@@ -14,7 +14,7 @@ from typing import Any
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import CORPORA
-from bertlab.core.config import PRESETS
+from bertlab.core.config import PRESETS, check_training_time
 from bertlab.network.feature_heads import FeatureHeadConfig
 from bertlab.training.budget import budget_recipe
 from bertlab.training.pretrain_run import PretrainRun
@@ -158,6 +158,7 @@ class AblationConfig:
     def __post_init__(self) -> None:
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
+        check_training_time("the budget", self.budget_minutes * 60)
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and at least one, got {list(self.seeds)}")
         known = {task.name for task in TASKS}

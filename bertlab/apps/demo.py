@@ -62,7 +62,12 @@ from bertlab.apps.flows import (
 )
 from bertlab.core import hub
 from bertlab.core.atomic import write_json
-from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core.config import (
+    BertConfig,
+    FinetuneConfig,
+    TaskDataConfig,
+    check_training_time,
+)
 from bertlab.core.optional import MissingPackageError
 from bertlab.data.corpus import build_corpus
 from bertlab.task_families import Task, make_task
@@ -168,14 +173,15 @@ def run_demo(
     model (`bertlab:NAME`, a folder or a Hugging Face Hub id), found before anything runs.
 
     Raises:
-        ValueError: an unknown language, minutes that are not positive, no seeds; a model
-            without a masked-LM head; another process writes OUT.
+        ValueError: an unknown language, minutes that are not positive or over a year, no
+            seeds; a model without a masked-LM head; another process writes OUT.
         FileNotFoundError: no such shipped model, folder or Hub model.
     """
     if lang not in RECIPES:
         raise ValueError(f"unknown language {lang!r}; choose one of {', '.join(RECIPES)}")
     if not minutes > 0:
         raise ValueError(f"minutes must be positive, got {minutes}")
+    check_training_time("minutes", minutes * 60)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
     recipe = recipe or RECIPES[lang]

@@ -14,7 +14,7 @@ from typing import Any
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import CORPORA, IN_DOMAIN_CORPORA, ROWS
-from bertlab.core.config import PRESETS
+from bertlab.core.config import PRESETS, check_training_time
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.pretrain_run import PretrainRun
@@ -92,6 +92,7 @@ class TransferConfig:
             )
         if not self.budget_minutes > 0:
             raise ValueError(f"the budget must be positive, got {self.budget_minutes}")
+        check_training_time("the budget", self.budget_minutes * 60)
         if any(not 0 < p < self.budget_minutes for p in self.points):
             raise ValueError(f"points must lie strictly between 0 and {self.budget_minutes:g} min")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -106,6 +107,8 @@ class TransferConfig:
             raise ValueError("the continued arm continues the general one: add general to arms")
         if self.continue_minutes is not None and not self.continue_minutes > 0:
             raise ValueError(f"--continue-minutes must be positive, got {self.continue_minutes}")
+        if self.continue_minutes is not None:
+            check_training_time("--continue-minutes", self.continue_minutes * 60)
         known = {t.name for t in ROWS[self.lang]}
         unknown = sorted(set(self.tasks or ()) - known)
         if unknown:

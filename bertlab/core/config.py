@@ -17,6 +17,25 @@ from bertlab.core.atomic import write_json
 
 logger = logging.getLogger(__name__)
 
+# The longest training time taken, in seconds: a year. bertlab's runs take minutes to days; a
+# longer one is a mistyped unit (h for s) or a run that would never finish.
+MAX_TRAINING_SECONDS = 365 * 24 * 3600.0
+
+
+def check_training_time(name: str, seconds: float) -> None:
+    """Refuse a training time that could never finish: infinite, or longer than a year
+    (`MAX_TRAINING_SECONDS`).
+
+    Raises:
+        ValueError: naming `name`, the time in hours and the bound.
+    """
+    if not seconds <= MAX_TRAINING_SECONDS:
+        raise ValueError(
+            f"{name} must be at most a year ({MAX_TRAINING_SECONDS / 3600:,.0f} h), got "
+            f"{seconds / 3600:.4g} h: a run that long would never finish"
+        )
+
+
 # Keys that transformers writes into every config.json but that carry no architecture for bertlab.
 # They are accepted silently; anything else unknown is logged and kept in `extra` for round trips.
 _HF_BOOKKEEPING_KEYS = frozenset(
@@ -405,6 +424,8 @@ class PretrainConfig:
             raise ValueError(f"max_steps must be positive, got {self.max_steps}")
         if self.max_time is not None and not self.max_time > 0:
             raise ValueError(f"max_time must be positive, got {self.max_time}")
+        if self.max_time is not None:
+            check_training_time("max_time", self.max_time)
         for name in ("batch_size", "gradient_accumulation_steps", "log_every_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"PretrainConfig.{name} must be positive")

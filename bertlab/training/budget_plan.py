@@ -197,12 +197,8 @@ def load_plan(
     out: Path, seconds: float, model_size: str | None, device: str, processes: int = 1
 ) -> BudgetPlan | None:
     """OUT's plan when it is for the same budget, model size, device and processes; else None."""
-    path = Path(out) / PLAN_FILE
-    if not path.is_file():
-        return None
-    try:
-        plan = BudgetPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError, KeyError):
+    plan = read_plan(out)
+    if plan is None:
         return None
     if (plan.budget, plan.model_size, plan.device, plan.processes) != (
         seconds,
@@ -212,6 +208,17 @@ def load_plan(
     ):
         return None
     return plan
+
+
+def read_plan(out: Path) -> BudgetPlan | None:
+    """OUT's plan, whatever it was made for; None when OUT has no readable one."""
+    path = Path(out) / PLAN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return BudgetPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def save_plan(out: Path, plan: BudgetPlan) -> None:

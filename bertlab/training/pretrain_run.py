@@ -43,6 +43,7 @@ from bertlab.core.config import (
     BertConfig,
     PretrainConfig,
     PretrainDataConfig,
+    check_training_time,
     objective_data,
     with_new_warmup_name,
 )
@@ -78,10 +79,12 @@ from bertlab.training.budget import (
     restore_finetune_dropout,
 )
 from bertlab.training.budget_plan import (
+    PLAN_FILE,
     BudgetPlan,
     load_plan,
     nearest_preset,
     plan_budget,
+    read_plan,
     save_plan,
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
@@ -238,6 +241,8 @@ class PretrainRun:
             raise ValueError("give exactly one of budget, max_steps and max_time")
         if self.budget is not None and not self.budget > 0:
             raise ValueError(f"the budget must be positive, got {self.budget}")
+        if self.budget is not None:
+            check_training_time("the budget", self.budget)
         models = [self.model_size, self.model_config, self.init_from]
         if sum(value is not None for value in models) > 1:
             raise ValueError("give one of model_size, model_config and init_from, not several")
@@ -476,12 +481,14 @@ def _run(
     show_progress = show_progress and context.is_main
     _check_shared_out(out, context)
     data_config, loop_config = run.data_config(), run.loop_config()
+    _check_fits(run, data_config, loop_config)  # before a vocabulary is trained on the corpus
     tokenizer = _tokenizer(run, out, context, show_progress, say)
     cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
     files, reading = run.corpus, run.corpus_reading()
     whole_word = data_config.do_whole_word_mask
     if run.resume:  # a resume with other settings is refused before its corpus cache is built
         _check_resumable(run, out, tokenizer, context)
+    _model_config(run, tokenizer, data_config)  # a tokenizer that does not fit, refused here
     if context.is_main:
         corpus = build_corpus(
             files, tokenizer, cache, run.lang, show_progress, whole_word, reading=reading
@@ -706,6 +713,7 @@ def _check_resumable(
     if run.budget is not None and run.plan is None:
         plan = _saved_plan(run, out, tokenizer, context)
         if plan is None:
+            _check_same_budget(run, out, tokenizer)
             return
         run = run.planned(plan)
     data_config, loop_config = run.data_config(), run.loop_config()
@@ -733,6 +741,30 @@ def _check_shared_out(out: Path, context: DistributedContext) -> None:
                 path=out,
             )
         )
+
+
+def _check_same_budget(run: PretrainRun, out: Path, tokenizer: Tokenizer) -> None:
+    """Refuse a resume with another budget or model size than OUT's plan, before the corpus is
+    read and the plan made again (and saved over OUT's)."""
+    saved = read_plan(out)
+    if saved is None:
+        return
+    for key, was, now in (
+        ("budget", f"{saved.budget:g} s", f"{run.budget:g} s"),
+        ("model size", repr(saved.model_size), repr(_planned_size(run, tokenizer))),
+    ):
+        if was != now:
+            raise ValueError(
+                Worded(
+                    "cannot resume from {where}: its plan ({plan}) is for {key} {was}, now "
+                    "{now}; use the same settings or a new {out}",
+                    where=out,
+                    plan=PLAN_FILE,
+                    key=key,
+                    was=was,
+                    now=now,
+                )
+            )
 
 
 def _quiet(line: str) -> None:
@@ -801,32 +833,58 @@ def _model_config(
 ) -> BertConfig:
     """The architecture: the `init_from` model's, `model_config`, or the preset's for the
     tokenizer's vocabulary; causal for `clm`; with the pre-training dropout."""
-    if run.init_from is not None:
-        config = BertConfig.from_json_file(hub.resolve(run.init_from) / "config.json")
-    elif isinstance(run.model_config, BertConfig):
-        config = run.model_config
-    elif run.model_config is not None:
-        config = BertConfig.from_json_file(run.model_config)
-    else:
-        config = BertConfig.from_preset(
-            run.shape(), vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
-        )
+    config = _architecture(run, tokenizer)
     if config.vocab_size != tokenizer.vocab_size:
         raise ValueError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary has "
             f"{config.vocab_size}; use the model's own tokenizer (or a config with "
             f"vocab_size {tokenizer.vocab_size})"
         )
-    if data_config.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
-            f"--max-seq-length {data_config.max_seq_length} exceeds the model's "
-            f"max_position_embeddings {config.max_position_embeddings}"
-        )
+    _check_length(config, data_config)
     config = objective_of(data_config).model_config(config)
     dropout = run.pretrain_dropout()
     if dropout is not None:
         config = config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     return config
+
+
+def _architecture(run: PretrainRun, tokenizer: Tokenizer | None = None) -> BertConfig:
+    """The model as given: the `init_from` model's config, `model_config`, or the preset at the
+    tokenizer's vocabulary size (None: before the tokenizer is known, the size to train, else
+    the preset's default)."""
+    if run.init_from is not None:
+        return BertConfig.from_json_file(hub.resolve(run.init_from) / "config.json")
+    if isinstance(run.model_config, BertConfig):
+        return run.model_config
+    if run.model_config is not None:
+        return BertConfig.from_json_file(run.model_config)
+    if tokenizer is None:
+        size = run.vocabulary_size()
+        return BertConfig.from_preset(run.shape(), **({"vocab_size": size} if size else {}))
+    return BertConfig.from_preset(
+        run.shape(), vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
+    )
+
+
+def _check_fits(
+    run: PretrainRun, data_config: PretrainDataConfig, loop_config: PretrainConfig
+) -> None:
+    """Refuse, before the tokenizer and the corpus, sequences longer than the model's positions
+    and a batch beyond this machine's memory (a budget's batch is planned on the corpus, later;
+    the preset's vocabulary of 30,522 stands for a given tokenizer's here)."""
+    config = _architecture(run)
+    _check_length(config, data_config)
+    if run.budget is None:
+        check_memory(config, loop_config.micro_batch_size, data_config.max_seq_length)
+
+
+def _check_length(config: BertConfig, data_config: PretrainDataConfig) -> None:
+    """Refuse sequences longer than the model's positions."""
+    if data_config.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"--max-seq-length {data_config.max_seq_length} exceeds the model's "
+            f"max_position_embeddings {config.max_position_embeddings}"
+        )
 
 
 def check_memory(config: BertConfig, batch_size: int, length: int) -> None:

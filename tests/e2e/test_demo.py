@@ -176,6 +176,18 @@ def test_demo_command_rejects_bad_flags(capsys, tmp_path, shipped_models) -> Non
     assert not out.exists()  # refused before anything ran
 
 
+def test_demo_refuses_minutes_that_would_never_end(capsys, tmp_path, shipped_models) -> None:
+    """`--minutes inf` ran until killed (and then ended in an OverflowError)."""
+    out = tmp_path / "demo"
+    for minutes, got in (("inf", "inf h"), ("6e5", "1e+04 h")):
+        assert main(["demo", "--minutes", minutes, "--out", str(out)]) == 1
+        assert capsys.readouterr().err == (
+            f"bertlab: error: minutes must be at most a year (8,760 h), got {got}: a run that "
+            "long would never finish\n"
+        )
+    assert not out.exists()
+
+
 def test_demo_without_gensim_skips_the_word_vectors_and_runs_the_rest(
     tmp_path, monkeypatch, shipped_models
 ) -> None:

@@ -173,6 +173,8 @@ def test_a_constant_prediction_counts_as_no_correlation() -> None:
         (["--pretrain-learning-rate", "0"], "pre-training learning rate must be positive"),
         (["--finetune-dropout", "1"], "fine-tuning dropout must be in [0, 1)"),
         (["--task-text", "-1"], "--task-text must be 0 or more"),
+        (["--budget", "9000h"], "the budget must be at most a year (8,760 h), got 9000 h"),
+        (["--continue-minutes", "6e5"], "--continue-minutes must be at most a year"),
     ],
 )
 def test_bad_arguments_end_in_one_line(tmp_path, capsys, extra, message) -> None:

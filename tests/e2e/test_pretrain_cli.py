@@ -556,6 +556,54 @@ def test_a_resume_with_other_settings_is_refused_before_it_builds_a_corpus_cache
     assert _files_and_times(tmp_path) == before
 
 
+def test_a_resume_with_another_budget_is_refused_before_the_plan_is_made_again(
+    pretrain_files, tmp_path, capsys
+) -> None:
+    """The refusal came after the corpus was read and OUT/budget_plan.json was rewritten for
+    the new budget."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out, "--checkpoint-every", "2")
+    at = args.index("--config")
+    args[at : at + 2] = ["--model-size", "tiny"]  # a budget plans a preset
+    assert main([*args, "--budget", "2s"]) == 0
+    before = _files_and_times(tmp_path)
+    plan = (out / "budget_plan.json").read_text()
+    capsys.readouterr()
+    assert main([*args, "--budget", "3s", "--resume"]) == 1
+    assert capsys.readouterr().err == (
+        f"bertlab: error: cannot resume from {out}: its plan (budget_plan.json) is for budget "
+        "2 s, now 3 s; use the same settings or a new --out\n"
+    )
+    assert _files_and_times(tmp_path) == before and (out / "budget_plan.json").read_text() == plan
+
+
+@pytest.mark.parametrize("tokenizer", ["given", "trained on the corpus"])
+def test_values_that_cannot_run_are_refused_before_the_corpus_is_read(
+    pretrain_files, tmp_path, capsys, tokenizer
+) -> None:
+    """`--max-seq-length 100000` was refused only after the corpus was tokenized into OUT/corpus
+    (and a vocabulary trained on it); a budget of a billion hours ran until killed."""
+    out = tmp_path / "run"
+    args = _args(pretrain_files, tmp_path, out)
+    at = args.index("--corpus-cache")
+    del args[at : at + 2]  # the default cache: OUT/corpus
+    if tokenizer != "given":
+        at = args.index("--tokenizer")
+        args[at : at + 2] = ["--vocab-size", "150"]
+        at = args.index("--config")
+        args[at : at + 2] = ["--model-size", "tiny"]
+    long = [*args, "--max-steps", "1", "--max-seq-length", "100000"]
+    limit = 64 if tokenizer == "given" else 512
+    message = f"--max-seq-length 100000 exceeds the model's max_position_embeddings {limit}"
+    _fails(long, capsys, message)
+    assert not out.exists()
+    _fails([*args, "--budget", "1000000000h"], capsys, "the budget must be at most a year")
+    _fails([*args, "--max-time", "9000h"], capsys, "max_time must be at most a year")
+    huge = [*args, "--max-steps", "1", "--batch-size", "100000000"]
+    _fails(huge, capsys, "--batch-size")
+    assert not out.exists()
+
+
 def _files_and_times(directory: Path) -> dict[str, int | None]:
     """Every path under `directory`, with the modification time of each file."""
     return {

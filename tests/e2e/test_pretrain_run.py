@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 
 import pytest
@@ -117,6 +118,9 @@ def test_a_model_config_object_and_the_dropout_handed_to_fine_tuning(pretrain_fi
         ({"lang": "fr"}, "unknown lang 'fr'"),
         ({"dropout": 1.0}, "dropout must be in [0, 1)"),
         ({"batch_size": 30, "gradient_accumulation_steps": 4}, "not divisible"),
+        ({"budget": 3.6e12}, "the budget must be at most a year (8,760 h), got 1e+09 h"),
+        ({"budget": math.inf}, "the budget must be at most a year (8,760 h), got inf h"),
+        ({"budget": None, "max_time": 366 * 86400.0}, "max_time must be at most a year"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_is_written(tmp_path, settings, message) -> None:

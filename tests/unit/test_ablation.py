@@ -23,6 +23,7 @@ from bertlab.apps.ablation_report import judge, results_tables, write_results
     ("settings", "message"),
     [
         ({"budget_minutes": 0}, "the budget must be positive"),
+        ({"budget_minutes": float("inf")}, "the budget must be at most a year"),
         ({"seeds": (1, 1)}, "seeds must be distinct"),
         ({"tasks": ("sst2", "qnli")}, r"unknown task\(s\) \['qnli'\]"),
         ({"rows": ("mlm", "gpt")}, "rows must be distinct names"),
