@@ -19,6 +19,7 @@ float32 array with an index of what each row is. POOLINGS is the one vocabulary 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from bertlab.data.collate import pad_rows, sorted_length_batches
 from bertlab.network.bert import BertModel
 from bertlab.network.feature_heads import last_real_positions
 from bertlab.tokenizer.wordpiece import Tokenizer, longest_first_lengths
+
+logger = logging.getLogger(__name__)
 
 
 def pad_sequences(
@@ -162,6 +165,7 @@ class _Encoded:
     word_of_piece: list[int | None]  # a word index per piece; None for [CLS] and [SEP]
     words: list[str]
     word_segments: list[int]
+    is_cut: bool = False  # longer than max_length: only its first pieces are kept
 
 
 def encode_for_features(
@@ -195,7 +199,8 @@ def encode_for_features(
         types += [segment] * (length + 1)
         word_of_piece.append(None)
     pieces = tokenizer.convert_ids_to_tokens(input_ids)
-    return _Encoded(input_ids, types, pieces, word_of_piece, words, segments)
+    is_cut = sum(lengths) < sum(len(encoding.ids) for encoding in encodings)
+    return _Encoded(input_ids, types, pieces, word_of_piece, words, segments, is_cut)
 
 
 def check_pooling(pooling: str | None, is_causal: bool) -> str:
@@ -262,7 +267,8 @@ def extract_features(
             last layer only.
         batch_size: texts per forward pass.
         max_length: pieces per input at most, [CLS] and [SEP] included; None: the model's
-            max_position_embeddings.
+            max_position_embeddings. Longer inputs are cut (the longer side of a pair first),
+            and a warning says how many.
 
     Returns:
         `Features` with vectors (rows, len(layers), H) and the pooling's name in POOLINGS.
@@ -283,6 +289,14 @@ def extract_features(
         encoded.append(encode_for_features(tokenizer, text, text_b, limit))
         if not encoded[-1].words:
             raise ValueError(f"nothing to embed in {item!r}")
+    num_cut = sum(item.is_cut for item in encoded)
+    if num_cut:  # as fine-tuning's encoding says it (data/tasks/encoding.py)
+        logger.warning(
+            "%d of %d texts were longer than %d pieces ([CLS] and [SEP] included) and were cut",
+            num_cut,
+            len(encoded),
+            limit,
+        )
     per_text: list[np.ndarray | None] = [None] * len(encoded)
     device = model_device(model)
     lengths = [len(item.input_ids) for item in encoded]

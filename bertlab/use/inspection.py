@@ -32,7 +32,12 @@ from bertlab.network import checkpoint
 from bertlab.network.bert import BertForPreTraining, BertModel
 from bertlab.network.electra import GENERATOR_ARCHITECTURE
 from bertlab.tokenizer.basic import is_cjk_ideograph
-from bertlab.tokenizer.wordpiece import MASK_TOKEN, NUM_SPECIAL_TOKENS_PAIR, Tokenizer
+from bertlab.tokenizer.wordpiece import (
+    MASK_TOKEN,
+    NUM_SPECIAL_TOKENS_PAIR,
+    NUM_SPECIAL_TOKENS_SINGLE,
+    Tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +298,8 @@ def all_attention_maps(
     model: BertModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None
 ) -> tuple[list[str], torch.Tensor]:
     """Every layer's attention over the pieces of `[CLS] text [SEP]`, or of the pair
-    `[CLS] text [SEP] text_pair [SEP]` (B's pieces with segment 1), from one forward pass.
+    `[CLS] text [SEP] text_pair [SEP]` (B's pieces with segment 1), from one forward pass. A
+    text longer than the model's positions is cut to them, with a warning.
 
     Returns:
         (the L pieces, attention (layers, N, L, L) float32: first layer first, query by key).
@@ -302,12 +308,21 @@ def all_attention_maps(
         ValueError: an empty text or sentence B, or a pair longer than the model's positions.
     """
     limit = model.config.max_position_embeddings
-    if not tokenizer.tokenize(text):
+    num_pieces = len(tokenizer.tokenize(text))
+    if not num_pieces:
         raise ValueError("the text has no tokens to show")
     if text_pair is not None:
         if not tokenizer.tokenize(text_pair):
             raise ValueError("sentence B has no tokens to show")
         check_pair_fits(tokenizer, text, text_pair, limit)
+    elif num_pieces > limit - NUM_SPECIAL_TOKENS_SINGLE:
+        logger.warning(
+            "the text has %d pieces, more than the %d that the model reads with [CLS] and [SEP]: "
+            "only its first %d are read",
+            num_pieces,
+            limit - NUM_SPECIAL_TOKENS_SINGLE,
+            limit - NUM_SPECIAL_TOKENS_SINGLE,
+        )
     encoding = tokenizer(text, text_pair, max_length=limit)
     device = model_device(model)
     output = model(

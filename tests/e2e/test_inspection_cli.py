@@ -107,6 +107,24 @@ def test_a_mostly_unknown_input_is_warned_about_with_its_share(model_dirs, tmp_p
     assert "100% of the input's pieces are [UNK]" in capsys.readouterr().err
 
 
+def test_attention_of_a_text_longer_than_the_positions_warns_that_it_is_cut(
+    model_dirs, tmp_path, capsys, caplog
+):
+    """It drew the first 64 tokens without a word (the same text as a pair is refused)."""
+    out = tmp_path / "long.png"
+    argv = ["attention", "--model", str(model_dirs[1]), "--out", str(out), "--text"]
+    assert main([*argv, " ".join(["w1"] * 100)]) == 0
+    assert "(layer 2, 4 heads, 64 tokens)" in capsys.readouterr().out
+    warning = (
+        "the text has 100 pieces, more than the 62 that the model reads with [CLS] and [SEP]: "
+        "only its first 62 are read"
+    )
+    assert [record.getMessage() for record in caplog.records] == [warning]
+    caplog.clear()
+    assert main([*argv, " ".join(["w1"] * 62)]) == 0
+    assert not caplog.records
+
+
 def test_an_argument_that_is_not_utf8_is_one_line(model_dirs, capsys):
     """Python hands on argv bytes that are not UTF-8 as lone surrogates (PEP 383)."""
     assert main(["fill-mask", "--model", str(model_dirs[0]), "\udce8abc [MASK]"]) == 1

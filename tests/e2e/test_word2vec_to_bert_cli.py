@@ -114,6 +114,22 @@ def test_embed_writes_features_and_an_index(hub_model_folder, tmp_path, capsys):
     assert "hidden states 0..2, not 9" in capsys.readouterr().err
 
 
+def test_embed_warns_when_a_text_is_longer_than_it_reads(hub_model_folder, tmp_path, caplog):
+    """It pooled the first pieces of a long text without a word (predict warns)."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat\n" + "the cat sat " * 50 + "\n", encoding="utf-8")
+    out = tmp_path / "features"
+    argv = ["embed", "--model", str(hub_model_folder), "--input", str(texts), "--out", str(out)]
+    assert main([*argv, "--pooling", "mean"]) == 0
+    assert load_features(out).vectors.shape == (2, 1, 32)
+    warning = "1 of 2 texts were longer than 128 pieces ([CLS] and [SEP] included) and were cut"
+    assert [record.getMessage() for record in caplog.records] == [warning]
+    caplog.clear()
+    texts.write_text("the cat sat\n" + "the cat sat " * 42 + "\n", encoding="utf-8")  # 126
+    assert main([*argv, "--pooling", "mean"]) == 0
+    assert not caplog.records
+
+
 def test_neighbours_from_word2vec_embeddings_and_context(hub_model_folder, tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     lines = [f"the {w} sat on the mat. a {w} is good." for w in ("cat", "dog", "man") * 40]
