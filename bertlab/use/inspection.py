@@ -152,11 +152,15 @@ def next_sentence_probabilities(
     next-sentence head says it: softmax over its two classes of [CLS] A [SEP] B [SEP], IsNext.
 
     Raises:
-        ValueError: no second sentence, or a pair longer than the model's positions (it would
-            be cut, and the head judge a pair it was not given).
+        ValueError: no second sentence, a sentence without pieces (empty or blank: the head
+            would judge a pair that lacks it), or a pair longer than the model's positions (it
+            would be cut, and the head judge a pair it was not given).
     """
     if not seconds:
         raise ValueError("give at least one second sentence")
+    for name, sentence in (("A", first), *(("B", second) for second in seconds)):
+        if not tokenizer.tokenize(sentence):
+            raise ValueError(f"sentence {name} {quoted(sentence)} has no pieces: nothing to judge")
     for second in seconds:
         check_pair_fits(tokenizer, first, second, model.config.max_position_embeddings)
     encoding = tokenizer([(first, second) for second in seconds], padding=True)

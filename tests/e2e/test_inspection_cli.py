@@ -187,6 +187,18 @@ def test_nsp_refuses_models_whose_head_is_untrained_in_one_line(model_dirs, tmp_
         assert len(error.splitlines()) == 1 and expected in error, error
 
 
+def test_nsp_refuses_a_pair_without_one_of_its_sentences(model_dirs, capsys):
+    """A probability (51.5%) was answered for a pair that lacked a sentence."""
+    model = str(model_dirs[0])
+    for argv, expected in (
+        (["", "w2 ."], "sentence A '' has no pieces: nothing to judge"),
+        (["w1 .", "w2 .", " "], "sentence B ' ' has no pieces: nothing to judge"),
+    ):
+        assert main(["nsp", "--model", model, *argv]) == 1
+        captured = capsys.readouterr()
+        assert captured.err == f"bertlab: error: {expected}\n" and captured.out == ""
+
+
 @pytest.mark.golden
 def test_a_pairs_attention_equals_transformers_with_segment_ids(model_dirs) -> None:
     transformers = pytest.importorskip("transformers")
