@@ -31,6 +31,7 @@ from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, Finetun
 from bertlab.core.model_card import ModelCard, write_model_card
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
+from bertlab.data.tasks.classification import Example
 from bertlab.data.tasks.splits import holdout_split, subsample
 from bertlab.network.heads import BertForTask
 from bertlab.task_families import TASK_FILE, Task, run_task
@@ -44,7 +45,11 @@ from bertlab.training.finetune_loop import (
 )
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
-from bertlab.training.one_class import OneClassCollapse, one_class_collapse
+from bertlab.training.one_class import (
+    OneClassCollapse,
+    one_class_collapse,
+    one_class_training,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +157,9 @@ def read_task_data(
     """Read the training file (and the dev file, or hold out `dev_fraction` of the training
     examples), learn the label names, and check the dev labels against them.
 
+    Training data that cannot teach much (one class, blank texts) is warned about
+    (`warn_about_training_data`).
+
     Raises:
         ValueError: bad files (from the readers), dev labels never seen in training, or both a
             dev file and a dev fraction.
@@ -170,7 +178,29 @@ def read_task_data(
     train = subsample(train, max_train_examples)
     if dev_path is not None:
         dev = task.read_gold(dev_path, label_names)
+    warn_about_training_data(task, train)
     return TaskData(train, dev, label_names)
+
+
+def warn_about_training_data(task: Task, train: Sequence) -> None:
+    """Log a warning for training examples that teach a classifier nothing: labels all of one
+    class (a label task), and texts that are empty or blank (classification)."""
+    classes = task.classes([], train)  # the gold half only: no predictions yet
+    warning = None if classes is None else one_class_training(classes[1])
+    if warning is not None:
+        logger.warning(warning)
+    blank = sum(
+        isinstance(example, Example)
+        and not (example.text_a.strip() and (example.text_b is None or example.text_b.strip()))
+        for example in train
+    )
+    if blank:
+        logger.warning(
+            "%d of %d training examples have no text (empty or whitespace only): they teach "
+            "the model nothing; remove them or give their text",
+            blank,
+            len(train),
+        )
 
 
 def build_model(

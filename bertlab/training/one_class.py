@@ -4,7 +4,8 @@ Such a run scores exactly that label's share of the dev set (for example accurac
 set that is 56.4% positive) and looks like a result; `one_class_collapse` tells it apart, and
 `OneClassCollapse.warning` says so in one line. `finetune_task` runs the check on the best
 epoch's dev predictions and records it in result.json (docs/reliability.md, "A fine-tuning that
-learned one class").
+learned one class"). Training labels that are all one class can teach nothing else:
+`one_class_training` words the warning that fine-tuning gives before it trains on them.
 """
 
 from __future__ import annotations
@@ -65,3 +66,19 @@ def one_class_collapse(predicted: Sequence[str], gold: Sequence[str]) -> OneClas
         return None
     (label,) = labels
     return OneClassCollapse(str(label), sum(value == label for value in gold) / len(gold))
+
+
+def one_class_training(gold: Sequence[str]) -> str | None:
+    """The warning for training labels that are all one class, or None: a classifier trained on
+    them can only ever predict that class.
+
+    Example: ["pos", "pos", "pos"] -> "all 3 training labels are 'pos': ...".
+    """
+    labels = set(gold)
+    if len(labels) != 1:
+        return None
+    (label,) = labels
+    return (
+        f"all {len(gold):,} training labels are {str(label)!r}: a classifier learns nothing "
+        "from one class; give examples of at least two labels"
+    )

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import numbers
 import os
 import tempfile
 from collections.abc import Hashable, Sequence
@@ -52,6 +54,7 @@ from bertlab.training.finetune import (
     TaskData,
     default_finetune_config,
     finetune_task,
+    warn_about_training_data,
     write_task_model,
 )
 from bertlab.training.finetune_loop import FinetuneResult
@@ -294,9 +297,10 @@ class PretrainedBert:
             epoch's weights (the best epoch's are in `out/best`).
 
         Raises:
-            ValueError: `fit(train, dev)` (`dev` goes by keyword), `x` and `y` of different
-                lengths, labels the head does not have, `y` for a task other than
-                classification, or bad examples.
+            ValueError: `fit(train, dev)` (`dev` goes by keyword), no examples, `x` and `y` of
+                different lengths, a label that is None or NaN, labels the head does not have,
+                `y` for a task other than classification, or bad examples. Labels all of one
+                class and texts without a word are trained, with a warning.
         """
         if y is not None and any(_is_example(label) for label in y):
             raise ValueError(
@@ -305,6 +309,8 @@ class PretrainedBert:
             )
         task = self.task or make_task(GENERIC_CLASSIFICATION, MEMORY_COLUMNS)
         train = _labelled(task, x, y)
+        if not train:
+            raise ValueError("fit needs at least one labelled example; x is empty")
         dev_examples = None if dev is None else _labelled(task, *_dev_parts(dev))
         config = config or default_finetune_config(self.model.config)
         if self.task is None:
@@ -314,6 +320,7 @@ class PretrainedBert:
             model = self.model
         label_names = _head_label_names(task, model)
         train = _named_labels(task, train, label_names)
+        warn_about_training_data(task, train)
         dev_examples = None if dev is None else _named_labels(task, dev_examples, label_names)
         data = TaskData(train, dev_examples, label_names)
         run = functools.partial(
@@ -404,14 +411,25 @@ def _labelled(task: Task, x: Sequence[Any], y: Sequence[Hashable] | None) -> lis
             )
         return list(x)
     if y is None:
-        return [_example(item, with_labels=True) for item in x]
-    x, y = list(x), list(y)
-    if len(x) != len(y):
-        raise ValueError(f"x has {len(x)} inputs but y {len(y)} labels")
-    if any(label is None for label in y):
-        raise ValueError("y has a label None: every input needs its label")
-    inputs = [_example(item, with_labels=False) for item in x]
-    return [replace(example, label=label) for example, label in zip(inputs, y, strict=True)]
+        examples = [_example(item, with_labels=True) for item in x]
+    else:
+        x, y = list(x), list(y)
+        if len(x) != len(y):
+            raise ValueError(f"x has {len(x)} inputs but y {len(y)} labels")
+        inputs = [_example(item, with_labels=False) for item in x]
+        examples = [replace(ex, label=label) for ex, label in zip(inputs, y, strict=True)]
+    for index, example in enumerate(examples):
+        if _is_missing(example.label):
+            where = f"y[{index}]" if y is not None else f"example {index}'s label"
+            raise ValueError(
+                f"{where} is {example.label!r}, a missing value: every input needs its label"
+            )
+    return examples
+
+
+def _is_missing(label: Hashable) -> bool:
+    """None or NaN (an empty cell, as pandas reads it): no label."""
+    return label is None or (isinstance(label, numbers.Real) and math.isnan(label))
 
 
 def _label_names(labels: Sequence[Hashable]) -> tuple[str, ...]:

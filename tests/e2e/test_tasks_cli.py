@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import io
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -353,6 +354,25 @@ def test_over_long_inputs_are_cut_with_a_counted_warning(tmp_path, capsys, caplo
     )
     assert code == 0, stderr
     assert "4 of 4 examples were longer than max_seq_length 8 and were cut" in caplog.text
+
+
+def test_training_data_of_one_class_or_without_text_is_warned_about_once(
+    tmp_path, capsys, caplog, task_vocab
+):
+    """Both were trained without a word (the one-class check looked at dev predictions only)."""
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\na good film,pos\n  ,pos\nawful,pos\n", encoding="utf-8")
+    code, _, stderr = finetune(
+        capsys, task_vocab, tmp_path / "run", "classification", data, "--seeds", "1,2"
+    )
+    assert code == 0, stderr
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "all 3 training labels are 'pos': a classifier learns nothing from one class; give "
+        "examples of at least two labels",
+        "1 of 3 training examples have no text (empty or whitespace only): they teach the model "
+        "nothing; remove them or give their text",
+    ]
 
 
 def test_a_dev_set_is_encoded_once_not_every_epoch(tmp_path, capsys, caplog, task_vocab):

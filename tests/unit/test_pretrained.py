@@ -249,6 +249,41 @@ def test_the_old_positional_dev_is_refused_with_one_clear_message(hub_cache):
         bert.fit(TEXTS, INT_LABELS[:3])
 
 
+def test_fit_refuses_no_examples_and_missing_labels_in_one_line(hub_cache):
+    """fit([], []) failed with "id2label keys must be 0..C-1, got []"; a NaN label (pandas' empty
+    cell) became a class 'nan' of its own."""
+    bert = bertlab.load("bert-base-uncased")
+    with pytest.raises(ValueError, match=r"^fit needs at least one labelled example; x is empty$"):
+        bert.fit([], [])
+    with pytest.raises(ValueError, match=r"^y\[2\] is nan, a missing value: every input needs"):
+        bert.fit(TEXTS, [0, 1, float("nan"), 1])
+    with pytest.raises(ValueError, match=r"^example 1's label is None, a missing value"):
+        bert.fit([("good", 1), ("bad", None)])
+    assert bert.task is None  # nothing was built
+
+
+def test_fit_warns_of_one_class_and_of_texts_without_words_before_it_trains(hub_cache, caplog):
+    """Both were trained without a word."""
+    config = FinetuneConfig(num_train_epochs=1, batch_size=4)
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+        bertlab.load("bert-base-uncased").fit(TEXTS, [1, 1, 1, 1], config=config)
+    assert [r.getMessage() for r in caplog.records] == [
+        "all 4 training labels are '1': a classifier learns nothing from one class; give "
+        "examples of at least two labels"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+        bertlab.load("bert-base-uncased").fit(["  ", *TEXTS[1:]], INT_LABELS, config=config)
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 of 4 training examples have no text (empty or whitespace only): they teach the "
+        "model nothing; remove them or give their text"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+        bertlab.load("bert-base-uncased").fit(TEXTS, INT_LABELS, config=config)
+    assert not caplog.records
+
+
 def test_a_frozen_encoder_stays_frozen_and_its_weights_go_into_the_new_head(hub_cache):
     bert = bertlab.load("bert-base-uncased")
     with torch.no_grad():  # a change made in memory, not in the checkpoint
