@@ -132,7 +132,9 @@ def resolve(
     """The local file or folder that `name_or_path` names, downloading it from the Hub if needed.
 
     Args:
-        name_or_path: an existing file or folder (returned as it is), or a Hub repository id.
+        name_or_path: an existing file or folder (returned as it is: a folder named like a
+            shipped model, `bertlab:NAME`, wins over that model, with a warning), a shipped
+            model's name, or a Hub repository id.
         revision: a branch, tag or commit of the repository (default: `main`).
         with_weights: also fetch the weights; False fetches the tokenizer files only.
 
@@ -143,9 +145,18 @@ def resolve(
         FileNotFoundError: neither a local path nor a model the Hub (or, offline, the cache) has.
         ValueError: the revision does not exist, or the Hub refused the download.
     """
-    if os.fspath(name_or_path).startswith(SHIPPED_PREFIX):
-        return shipped_model(os.fspath(name_or_path))
     path = Path(name_or_path).expanduser()
+    if os.fspath(name_or_path).startswith(SHIPPED_PREFIX):
+        if not path.exists():
+            return shipped_model(os.fspath(name_or_path))
+        logger.warning(
+            "%s: using the local %s %s, not the model shipped with bertlab under that name "
+            "(rename it to use the shipped one)",
+            name_or_path,
+            "folder" if path.is_dir() else "file",
+            path.absolute(),
+        )
+        return path.absolute()  # absolute: read again, it is no longer taken for the name
     if path.exists() or not is_repo_id(name_or_path):
         return path
     repo_id = os.fspath(name_or_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,6 +16,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+from bertlab.cli import main
 from bertlab.core import hub
 from bertlab.core.model_card import CARD_NAME
 from bertlab.network.bert import BertForPreTraining, BertModel
@@ -246,6 +248,30 @@ def test_a_shipped_model_loads_by_its_short_name(shipped_dir, hub_model_folder, 
     by_folder = BertForPreTraining.from_pretrained(hub_model_folder).eval()
     assert torch.equal(_logits(by_name, batch), _logits(by_folder, batch))
     assert Tokenizer.from_pretrained("bertlab:tiny-test").tokenize("The Film") == ["the", "film"]
+
+
+def test_a_local_folder_named_like_a_shipped_model_wins_with_a_warning(
+    shipped_dir, hub_model_folder, tmp_path, monkeypatch, caplog, capsys
+):
+    """As docs/models.md says: an existing folder is used as it is. The shipped model shadowed
+    it without a word."""
+    work = tmp_path / "work"
+    local = work / "bertlab:tiny-test"
+    shutil.copytree(hub_model_folder, local)
+    monkeypatch.chdir(work)
+    assert hub.resolve("bertlab:tiny-test") == local
+    warning = (
+        f"bertlab:tiny-test: using the local folder {local}, not the model shipped with bertlab "
+        "under that name (rename it to use the shipped one)"
+    )
+    assert [record.getMessage() for record in caplog.records] == [warning]
+    caplog.clear()
+    assert main(["fill-mask", "--model", "bertlab:tiny-test", "the [MASK] sat ."]) == 0
+    assert [record.getMessage() for record in caplog.records] == [warning]  # once, not per load
+    capsys.readouterr()
+    caplog.clear()
+    monkeypatch.chdir(tmp_path)
+    assert hub.resolve("bertlab:tiny-test") == shipped_dir / "tiny-test" and not caplog.records
 
 
 @pytest.mark.parametrize(
