@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import itertools
 import logging
 import math
 import os
@@ -500,6 +501,11 @@ def _run(
     for line in report.summary():
         say(line)
     check_objective(report, data_config.objective)
+    warning = _no_held_out_warning(corpus.num_documents, loop_config.eval_examples)
+    if warning is not None and say == logger.info:  # the default `say`: logged as a warning
+        logger.warning(warning)
+    elif warning is not None:
+        say(f"warning: {warning}")  # with the pre-flight report's warnings
     if run.budget is not None:
         if run.plan is None:
             run = run.planned(_plan(run, out, corpus, tokenizer, context))
@@ -741,6 +747,19 @@ def _check_shared_out(out: Path, context: DistributedContext) -> None:
                 path=out,
             )
         )
+
+
+def _no_held_out_warning(num_documents: int, eval_examples: int) -> str | None:
+    """Why a run that asks for evaluation gets none: too few documents to hold some out."""
+    if not eval_examples or held_out_split(num_documents, eval_examples)[1]:
+        return None
+    needed = next(n for n in itertools.count(num_documents) if held_out_split(n, eval_examples)[1])
+    return (
+        f"the corpus has {num_documents} document{'s' if num_documents != 1 else ''}, fewer "
+        f"than the {needed} needed to hold some out for evaluation: --eval-every evaluates "
+        "nothing and the unigram plateau goes unchecked; give at least "
+        f"{needed} documents (a blank line between two)"
+    )
 
 
 def _check_same_budget(run: PretrainRun, out: Path, tokenizer: Tokenizer) -> None:

@@ -161,6 +161,41 @@ def _eval_records(out) -> list[dict]:
     return [record for record in read_metrics(out / "metrics.jsonl") if record["kind"] == "eval"]
 
 
+NO_HELD_OUT = (
+    "the corpus has 4 documents, fewer than the 6 needed to hold some out for evaluation: "
+    "--eval-every evaluates nothing and the unigram plateau goes unchecked; give at least 6 "
+    "documents (a blank line between two)"
+)
+
+
+def test_a_corpus_too_small_to_hold_documents_out_says_there_is_no_evaluation(
+    pretrain_files, tmp_path, capsys, caplog
+) -> None:
+    """Fewer than 6 documents: no held-out split, so --eval-every evaluated nothing and the
+    plateau guard never ran, without a word."""
+    vocab, corpus = pretrain_files
+    small = tmp_path / "small.txt"
+    documents = corpus.read_text(encoding="utf-8").split("\n\n")
+    small.write_text("\n\n".join(documents[:4]), encoding="utf-8")
+    argv = ["pretrain", "--corpus", str(small), "--tokenizer", str(vocab), "--no-progress"]
+    argv += ["--max-steps", "2", "--model-size", "tiny", "--max-seq-length", "32"]
+    argv += ["--objective", "mlm", "--eval-every", "1", "--num-workers", "0"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if line.startswith("warning: the corpus")] == [
+        f"warning: {NO_HELD_OUT}"
+    ]
+    assert _eval_records(tmp_path / "run") == []
+    assert main([*argv, "--eval-examples", "0", "--out", str(tmp_path / "none-asked")]) == 0
+    assert "warning: the corpus" not in capsys.readouterr().out
+    run = PretrainRun(
+        corpus=[small], out=tmp_path / "api", tokenizer=vocab, model_size="tiny", max_steps=1,
+        max_seq_length=32, objective="mlm", num_workers=0,
+    )  # fmt: skip
+    run_pretraining(run, show_progress=False)  # the default `say`: a logged warning
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [NO_HELD_OUT]
+
+
 def test_a_run_that_cannot_learn_ends_with_a_unigram_plateau_warning(
     pretrain_files, tmp_path, capsys
 ) -> None:
