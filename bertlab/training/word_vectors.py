@@ -22,6 +22,7 @@ without a vector (the special tokens, pieces the corpus never uses) keep their r
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import logging
 import os
@@ -51,6 +52,8 @@ VECTORS_FILE = "word_vectors.bin"  # word2vec's binary format: no pickle
 WORD_LANGS = ("en", "zh")
 WORD_MIN_COUNT = 5  # word2vec's (and gensim's) default: rarer words get no vector
 _HAS_WORD_CHARACTER = re.compile(r"\w")  # a word, not a punctuation mark
+VECTOR_ENCODING = "utf-8-sig"  # vector files' words: UTF-8, a byte order mark skipped
+MAX_WORDS_SHOWN = 5  # words named in a warning, at most
 
 
 @dataclass(frozen=True)
@@ -133,21 +136,50 @@ def load_vectors(path: str | os.PathLike) -> KeyedVectors:
     """Word vectors from a file in one of the formats word2vec tools write: word2vec's binary
     format (`save_vectors`, the C tool's `-binary 1`), its text format (a "COUNT SIZE" header,
     then one word and its numbers per line: `-binary 0`, gensim's `binary=False`) or GloVe's
-    text format (the same lines without the header). gzip-compressed files (`.gz`) too.
+    text format (the same lines without the header). gzip-compressed files (`.gz`) too, and a
+    UTF-8 byte order mark at the start (as some Windows tools write it). A word given several
+    vectors keeps its first, with a warning (gensim's own reading left empty rows behind).
 
     Raises:
         MissingPackageError: gensim is not installed.
-        ValueError: the file is in none of these formats, or is broken (named, in one line).
+        ValueError: the file is in none of these formats, is broken, or has a header whose
+            numbers the file does not have (named, in one line, with the number that is wrong).
     """
     keyed_vectors = require("gensim.models.keyedvectors", "reading word vectors")
     binary, header = vector_file_format(path)
+    if header and not binary:
+        _check_vector_count(path)
+    duplicates = _DuplicateWords()
+    gensim_logger = logging.getLogger(keyed_vectors.__name__)
+    gensim_logger.addFilter(duplicates)
     try:
-        return keyed_vectors.KeyedVectors.load_word2vec_format(
-            str(path), binary=binary, no_header=not header
+        vectors = keyed_vectors.KeyedVectors.load_word2vec_format(
+            str(path), binary=binary, no_header=not header, encoding=VECTOR_ENCODING
         )
-    except (ValueError, EOFError) as error:  # UnicodeDecodeError is a ValueError
+    except EOFError as error:  # a binary file shorter than its header says
+        count, size = _header_numbers(path)
+        raise ValueError(
+            f"{path}: the file ends before the {count:,} vectors of {size} numbers that its "
+            f"header '{count} {size}' announces: one of the two numbers is wrong, or the file "
+            "is cut"
+        ) from error
+    except ValueError as error:  # UnicodeDecodeError is a ValueError
         kind = "binary" if binary else "text"
         raise ValueError(f"{path} is not a readable word2vec {kind} file ({error})") from error
+    finally:
+        gensim_logger.removeFilter(duplicates)
+    if duplicates.words:
+        vectors = _first_vector_of_each(vectors, keyed_vectors.KeyedVectors)
+        shown = ", ".join(repr(word) for word in duplicates.words[:MAX_WORDS_SHOWN])
+        more = ", ..." if len(duplicates.words) > MAX_WORDS_SHOWN else ""
+        logger.warning(
+            "%s: %d word(s) with more than one vector (%s%s); the first of each is kept",
+            path,
+            len(duplicates.words),
+            shown,
+            more,
+        )
+    return vectors
 
 
 def vector_file_format(path: str | os.PathLike) -> tuple[bool, bool]:
@@ -158,18 +190,22 @@ def vector_file_format(path: str | os.PathLike) -> tuple[bool, bool]:
     a word and numbers is GloVe's text format, without a header.
 
     Raises:
-        ValueError: the file is none of these (named, with what its first line holds).
+        ValueError: the file is none of these (named, with what its first line holds), or a
+            text file whose second line has another number of numbers than its header says.
     """
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rb") as stream:
-            first = stream.readline(1 << 16)
-            second = stream.readline(1 << 20)
-    except (OSError, EOFError) as error:
-        raise ValueError(f"cannot read word vectors from {path}: {error}") from error
+    first, second = _first_lines(path)
     header = first.split()
     if len(header) == 2 and all(field.isdigit() for field in header):
-        return not _is_text_vector_line(second, int(header[1])), True
+        if _is_text_vector_line(second, int(header[1])):
+            return False, True
+        if _is_text_vector_line(second):  # text, but not of the header's size
+            size = len(second.split()) - 1
+            raise ValueError(
+                f"{path}: its header '{header[0].decode()} {header[1].decode()}' says "
+                f"{header[1].decode()} numbers per word, but line 2 has a word and {size}; "
+                "correct the header's second number"
+            )
+        return True, True
     if _is_text_vector_line(first):
         return False, False
     shown = first[:60].decode("utf-8", errors="replace").rstrip()
@@ -177,6 +213,74 @@ def vector_file_format(path: str | os.PathLike) -> tuple[bool, bool]:
         f"{path} is not a word-vector file: its first line {shown!r} is neither word2vec's "
         '"COUNT SIZE" header nor a word followed by numbers'
     )
+
+
+def _open_vectors(path: str | os.PathLike):
+    """The file as a binary stream (gzip-compressed when its name ends in .gz)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    return opener(path, "rb")
+
+
+def _first_lines(path: str | os.PathLike) -> tuple[bytes, bytes]:
+    """The first two lines of a word-vector file, without a UTF-8 byte order mark."""
+    try:
+        with _open_vectors(path) as stream:
+            first = stream.readline(1 << 16).removeprefix(codecs.BOM_UTF8)
+            second = stream.readline(1 << 20)
+    except (OSError, EOFError) as error:
+        raise ValueError(f"cannot read word vectors from {path}: {error}") from error
+    return first, second
+
+
+def _header_numbers(path: str | os.PathLike) -> tuple[int, int]:
+    """COUNT and SIZE of a word2vec file's header (checked by `vector_file_format`)."""
+    count, size = _first_lines(path)[0].split()
+    return int(count), int(size)
+
+
+def _check_vector_count(path: str | os.PathLike) -> None:
+    """Refuse a text file with another number of vector lines than its header's COUNT (gensim
+    reads COUNT lines: more are dropped without a word, fewer end in "file otherwise damaged").
+
+    Raises:
+        ValueError: naming both numbers.
+    """
+    count, size = _header_numbers(path)
+    try:
+        with _open_vectors(path) as stream:
+            stream.readline()  # the header
+            lines = sum(1 for line in stream if line.strip())
+    except (OSError, EOFError) as error:
+        raise ValueError(f"cannot read word vectors from {path}: {error}") from error
+    if lines != count:
+        raise ValueError(
+            f"{path}: its header '{count} {size}' says {count:,} words, but the file has "
+            f"{lines:,} lines of vectors; correct the header's first number"
+        )
+
+
+class _DuplicateWords(logging.Filter):
+    """Takes gensim's "duplicate word" warnings (one line per word) while a file is read: the
+    words are said in one warning, with what is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("duplicate word"):
+            self.words.append(record.args[0])
+            return False
+        return True
+
+
+def _first_vector_of_each(vectors: KeyedVectors, keyed_vectors_class: type) -> KeyedVectors:
+    """`vectors` without the empty rows that gensim leaves for a word's repeats (their key None,
+    their norm 0: NaN similarities): each word's first vector, in the file's order."""
+    count = len(vectors.key_to_index)  # the distinct words, rows 0..count-1
+    clean = keyed_vectors_class(vectors.vector_size, dtype=vectors.vectors.dtype)
+    clean.add_vectors(vectors.index_to_key[:count], vectors.vectors[:count])
+    return clean
 
 
 def _is_text_vector_line(line: bytes, size: int | None = None) -> bool:

@@ -130,6 +130,21 @@ def test_embed_warns_when_a_text_is_longer_than_it_reads(hub_model_folder, tmp_p
     assert not caplog.records
 
 
+def test_neighbours_of_vector_files_with_a_bom_or_a_header_that_lies(tmp_path, capsys):
+    pytest.importorskip("gensim")
+    lines = "cat 1.0 0.0\ndog 0.9 0.1\ncar 0.0 1.0\n"
+    path = tmp_path / "vectors.txt"
+    path.write_bytes(b"\xef\xbb\xbf3 2\n" + lines.encode())  # a UTF-8 byte order mark
+    assert main(["neighbours", "word2vec", "cat", "--vectors", str(path), "--top-k", "1"]) == 0
+    assert capsys.readouterr().out == "cat: dog 0.99\n"
+    path.write_text("3 5\n" + lines, encoding="utf-8")
+    assert main(["neighbours", "word2vec", "cat", "--vectors", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        f"bertlab: error: {path}: its header '3 5' says 5 numbers per word, but line 2 has a "
+        "word and 2; correct the header's second number\n"
+    )
+
+
 def test_neighbours_from_word2vec_embeddings_and_context(hub_model_folder, tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     lines = [f"the {w} sat on the mat. a {w} is good." for w in ("cat", "dog", "man") * 40]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
+import re
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +19,7 @@ from bertlab.training.word_vectors import (
     analogy,
     embedding_rows,
     load_vectors,
+    nearest_words,
     save_vectors,
     train_word_level_vectors,
     train_word_vectors,
@@ -134,8 +139,71 @@ def test_a_broken_vector_file_is_named(tmp_path) -> None:
         load_vectors(latin1)
     short = tmp_path / "short.bin"
     short.write_bytes(b"3 4\nab " + bytes(8))
-    with pytest.raises(ValueError, match=f"^{short} is not a readable word2vec binary file"):
+    with pytest.raises(
+        ValueError,
+        match=f"^{short}: the file ends before the 3 vectors of 4 numbers that its header '3 4' "
+        "announces: one of the two numbers is wrong, or the file is cut$",
+    ):
         load_vectors(short)
+
+
+LINES = ["cat 1.0 0.0", "dog 0.9 0.1", "car 0.0 1.0"]
+
+
+@pytest.mark.parametrize("header", ["3 2\n", ""], ids=["word2vec", "glove"])
+def test_a_byte_order_mark_is_skipped(tmp_path, header) -> None:
+    """A UTF-8 BOM (as Windows tools write it) made the first word unknown ('\\ufeffcat'), or
+    the word2vec header unreadable."""
+    pytest.importorskip("gensim")
+    path = tmp_path / "vectors.txt"
+    path.write_bytes(codecs.BOM_UTF8 + (header + "\n".join(LINES) + "\n").encode())
+    vectors = load_vectors(path)
+    assert vectors.index_to_key == ["cat", "dog", "car"]
+    assert nearest_words(vectors, "cat", 1) == [("dog", pytest.approx(0.99388, abs=1e-4))]
+
+
+def test_a_word_with_two_vectors_keeps_its_first_with_one_warning(tmp_path, caplog) -> None:
+    """gensim kept an empty row for the repeat: NaN neighbours named None, a numpy warning."""
+    pytest.importorskip("gensim")
+    path = tmp_path / "vectors.txt"
+    path.write_text("4 2\n" + "\n".join([*LINES, "cat 0.0 1.0"]) + "\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "invalid value encountered in divide"
+        vectors = load_vectors(path)
+        assert nearest_words(vectors, "cat") == [
+            ("dog", pytest.approx(0.99388, abs=1e-4)),
+            ("car", pytest.approx(0.0)),
+        ]
+    assert vectors.index_to_key == ["cat", "dog", "car"] and vectors.vectors.shape == (3, 2)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{path}: 1 word(s) with more than one vector ('cat'); the first of each is kept"
+    ]
+    binary = tmp_path / "vectors.bin"  # the C tool's layout: word, space, floats, newline
+    rows = [(b"cat", [1.0, 0.0]), (b"dog", [0.9, 0.1]), (b"cat", [0.0, 1.0])]
+    body = b"".join(w + b" " + np.array(v, np.float32).tobytes() + b"\n" for w, v in rows)
+    binary.write_bytes(codecs.BOM_UTF8 + b"3 2\n" + body)
+    vectors = load_vectors(binary)
+    assert vectors.index_to_key == ["cat", "dog"] and vectors["cat"].tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("3 5", "its header '3 5' says 5 numbers per word, but line 2 has a word and 2; correct "
+         "the header's second number"),
+        ("5 2", "its header '5 2' says 5 words, but the file has 3 lines of vectors; correct the "
+         "header's first number"),
+        ("2 2", "its header '2 2' says 2 words, but the file has 3 lines of vectors; correct the "
+         "header's first number"),
+    ],
+)  # fmt: skip
+def test_a_header_that_the_lines_contradict_names_the_wrong_number(tmp_path, header, message):
+    """'3 5' was read as binary and called "damaged"; '2 2' dropped the last word unsaid."""
+    pytest.importorskip("gensim")
+    path = tmp_path / "vectors.txt"
+    path.write_text(header + "\n" + "\n".join(LINES) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{path}: {message}')}$"):
+        load_vectors(path)
 
 
 def test_no_word_reaching_min_count_is_refused_in_our_words(tmp_path) -> None:
