@@ -17,10 +17,12 @@ the same tables the reference reads, so the two agree by construction. The golde
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tokenizers import Regex, normalizers, pre_tokenizers
 
@@ -105,9 +107,29 @@ class CharacterClasses:
     whitespace_chars: str  # the characters of `whitespace`, for Python's `re`
 
 
+# The classes of a Unicode version, as `compute_character_classes` makes them: computing them
+# walks all 1.1M code points, about 0.6 s at the start of every command that loads a tokenizer.
+# Stored for the version of the Python that CI runs (tools/store_character_classes.py writes the
+# file; tests/unit/test_tokenization.py checks it against the computation); other versions are
+# computed.
+STORED_CLASSES_DIR = Path(__file__).resolve().with_name("character_classes")
+
+
+def stored_classes_path(unicode_version: str = unicodedata.unidata_version) -> Path:
+    return STORED_CLASSES_DIR / f"unicode-{unicode_version}.json"
+
+
 @functools.lru_cache(maxsize=1)
 def character_classes() -> CharacterClasses:
-    """Compute the classes once per process (about a second); a pure function of Unicode data."""
+    """The classes of this Python's Unicode version: stored, else computed (once a process)."""
+    path = stored_classes_path()
+    if path.is_file():
+        return CharacterClasses(**json.loads(path.read_text(encoding="utf-8")))
+    return compute_character_classes()
+
+
+def compute_character_classes() -> CharacterClasses:
+    """The classes from `unicodedata` (about 0.6 s): a pure function of the Unicode data."""
     control, whitespace, punctuation, nonspacing, cased, case_ignorable = ([] for _ in range(6))
     split_differs = []
     for code_point in range(sys.maxunicode + 1):

@@ -8,11 +8,16 @@ import gzip
 import json
 import pickle
 import random
+import unicodedata
 from pathlib import Path
 
 import pytest
 
-from bertlab.tokenizer.basic import character_classes
+from bertlab.tokenizer.basic import (
+    character_classes,
+    compute_character_classes,
+    stored_classes_path,
+)
 from bertlab.tokenizer.fast import ChunkCache
 from bertlab.tokenizer.training import (
     TokenizerTrainingConfig,
@@ -472,3 +477,13 @@ def test_a_mostly_unknown_input_gets_a_warning_with_its_share(tokenizer):
         "75% of the input's pieces are [UNK] for this model's vocabulary (is it the model for "
         "this language?)"
     )
+
+
+def test_the_stored_character_classes_are_the_computed_ones() -> None:
+    """Loading a tokenizer reads the classes stored for this Python's Unicode version; they must
+    be what the code computes from `unicodedata` (tools/store_character_classes.py rewrites
+    them)."""
+    path = stored_classes_path()
+    if not path.is_file():
+        pytest.skip(f"no classes stored for Unicode {unicodedata.unidata_version}: computed")
+    assert character_classes() == compute_character_classes()
