@@ -278,6 +278,7 @@ class _Run:
         self.metrics: MetricsLog | None = None
         self.restored_rng: dict[str, Any] | None = None
         self.checkpoint_step: int | None = None  # the step of the latest checkpoint, if any
+        self.plotted: list[dict[str, Any]] | None = None  # the records curves.png shows
         self.unigram: float | None = None  # the held-out batches' unigram level, set by `train`
         num_train, num_held_out = held_out_split(corpus.num_documents, config.eval_examples)
         special = SpecialIds.from_vocab(tokenizer.get_vocab())
@@ -579,12 +580,13 @@ class _Run:
         )
 
     def _plot(self) -> None:
-        plot_curves(
-            self.metrics.records(),
-            CURVE_PANELS,
-            self.out_dir / CURVES_FILE,
-            "pre-training",
-        )
+        """Draw curves.png, unless it already shows every record (a run that ends on a
+        checkpoint drew them there)."""
+        records = self.metrics.records()
+        if records == self.plotted:
+            return
+        plot_curves(records, CURVE_PANELS, self.out_dir / CURVES_FILE, "pre-training")
+        self.plotted = records
 
     def _save_checkpoint(self) -> None:
         self._check_finite_weights()  # rotation must never replace a good checkpoint by this
