@@ -22,6 +22,10 @@ runs/x/final: no space left on device"), whichever library did the writing: an O
 library's "(os error 28)" (safetensors, tokenizers) and torch's "unexpected pos" (through
 `atomic_writer`) alike.
 
+A destination that is a symbolic link is written through: the link stays and leads to the new
+file or directory (`followed`), as `cp` writes through a link; a link that leads nowhere yet
+leads to what is written.
+
 A run's directory is written by one process at a time (`run_lock`); what killed writers left
 behind is removed when the next one starts (`remove_temporaries`).
 """
@@ -140,6 +144,15 @@ def _is_stream(path: Path) -> bool:
     return any(place.is_relative_to(PROC) for place in places)
 
 
+def followed(path: str | os.PathLike) -> Path:
+    """`path`, or where it leads when it is a symbolic link (through a chain of links; a link
+    that leads nowhere yet gives the path it names). bertlab writes through a link: renaming a
+    new file or directory over the link itself would replace the link, and the temporary beside
+    it could lie on another file system than the link's target."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds.
@@ -154,13 +167,14 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         if is_special(path):
             yield path
             return
+        target = followed(path)
         with _own_step(path):
-            temporary = _temporary_file(path)
+            temporary = _temporary_file(target)
         try:
             yield temporary
             with _own_step(path):
                 os.chmod(temporary, FILE_MODE)
-                os.replace(temporary, path)
+                os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
 
@@ -275,13 +289,14 @@ def atomic_directory(directory: str | os.PathLike) -> Iterator[Path]:
         WriteError: the directory could not be written (a full disk, ...), naming `directory`.
     """
     directory = Path(directory)
+    target = followed(directory)
     with _reported_as(directory):
         with _own_step(directory):
-            temporary = _temporary_directory(directory)
+            temporary = _temporary_directory(target)
         try:
             yield temporary
             with _own_step(directory):
-                _rename_into_place(temporary, directory)
+                _rename_into_place(temporary, target)
         finally:
             if temporary.exists():
                 shutil.rmtree(temporary)
@@ -425,7 +440,7 @@ def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
     Raises:
         ValueError: another process holds the directory (naming its pid).
     """
-    directory = Path(directory)
+    directory = followed(directory)
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE

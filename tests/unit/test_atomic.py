@@ -278,3 +278,64 @@ def test_a_restore_killed_midway_finishes_when_called_again(tmp_path) -> None:
     (backup / "best").rename(tmp_path / "best")
     assert restore_replaced(tmp_path, _outputs(tmp_path))
     assert _contents(tmp_path) == before
+
+
+# --- a destination that is a symbolic link is written through ----------------------------------
+
+
+def test_a_directory_behind_a_link_is_replaced_and_the_link_kept(tmp_path) -> None:
+    """The link was renamed away and replaced by a real folder, then removing it failed ("could
+    not write ...: none") and left a `.*.tmp.old` link behind."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "old.txt").write_text("old", encoding="utf-8")
+    link = tmp_path / "model"
+    link.symlink_to("real")
+    with atomic_directory(link) as temporary:
+        (temporary / "new.txt").write_text("new", encoding="utf-8")
+    assert link.is_symlink() and os.readlink(link) == "real"
+    assert sorted(path.name for path in (tmp_path / "real").iterdir()) == ["new.txt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "real"]
+
+
+def test_a_link_that_leads_nowhere_yet_leads_to_what_is_written(tmp_path) -> None:
+    """A dangling link gave `[Errno 17] File exists`."""
+    (tmp_path / "runs").mkdir()
+    for name, write in (("model", _write_directory), ("predictions.jsonl", _write_file)):
+        link = tmp_path / name
+        link.symlink_to(tmp_path / "runs" / name)
+        write(link)
+        assert link.is_symlink() and (tmp_path / "runs" / name).exists()
+    assert (tmp_path / "runs" / "predictions.jsonl").read_text() == "new\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "model",
+        "predictions.jsonl",
+        "runs",
+    ]
+
+
+def test_a_file_behind_a_link_is_replaced_and_the_link_kept(tmp_path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "out.jsonl").write_text("old\n", encoding="utf-8")
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(tmp_path / "data" / "out.jsonl")
+    _write_file(link)
+    assert link.is_symlink() and link.read_text() == "new\n"
+    assert sorted(path.name for path in (tmp_path / "data").iterdir()) == ["out.jsonl"]
+
+
+def test_a_run_directory_behind_a_dangling_link_is_made_locked_and_left(tmp_path) -> None:
+    link = tmp_path / "run"
+    link.symlink_to(tmp_path / "elsewhere" / "run")
+    with run_lock(link):
+        assert (tmp_path / "elsewhere" / "run" / LOCK_FILE).is_file()
+        write_text(link / "result.json", "{}\n")
+    assert link.is_symlink() and (link / "result.json").read_text() == "{}\n"
+
+
+def _write_directory(path: Path) -> None:
+    with atomic_directory(path) as temporary:
+        (temporary / "config.json").write_text("{}", encoding="utf-8")
+
+
+def _write_file(path: Path) -> None:
+    write_text(path, "new\n")
