@@ -189,13 +189,14 @@ def _temporary_file(path: Path) -> Path:
 
 
 class _RecordingFile(io.RawIOBase):
-    """A file that keeps the OSError of a failed write, for a writer that reports it in words
-    of its own (torch.save: "unexpected pos 576 vs 534", without the errno)."""
+    """A file that keeps what stopped a write (the OSError of a full disk, the KeyboardInterrupt
+    of Ctrl-C or SIGTERM), for a writer that reports it in words of its own (torch.save:
+    "unexpected pos 576 vs 534", without the errno or the interruption)."""
 
     def __init__(self, file: io.FileIO) -> None:
         super().__init__()
         self.file = file
-        self.error: OSError | None = None
+        self.error: OSError | KeyboardInterrupt | None = None
 
     def writable(self) -> bool:
         return True
@@ -203,7 +204,7 @@ class _RecordingFile(io.RawIOBase):
     def write(self, data: Any) -> int | None:
         try:
             return self.file.write(data)
-        except OSError as error:
+        except (OSError, KeyboardInterrupt) as error:
             self.error = error
             raise
 
@@ -217,7 +218,8 @@ def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """`atomic_file` opened as a binary file object, for writers that take one (`torch.save`).
 
     A writer that fails after a write failed fails with the system's error (then a WriteError
-    naming `path`), whatever it said itself.
+    naming `path`), whatever it said itself; one interrupted in a write (Ctrl-C, SIGTERM) with
+    the KeyboardInterrupt.
     """
     with atomic_file(path) as temporary:
         raw = _RecordingFile(io.FileIO(temporary, "a"))  # "a": see write_text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import json
 import math
 import os
@@ -145,6 +146,26 @@ def test_torch_save_on_a_full_disk_says_no_space_left():
     with pytest.raises(WriteError, match="no space left on device"):
         atomic.append_text(FULL_DEVICE, "a metrics record\n")
     assert FULL_DEVICE.is_char_device()  # written in place, never renamed over
+
+
+def test_torch_save_interrupted_in_a_write_is_an_interruption(tmp_path, monkeypatch):
+    """SIGTERM (as Ctrl-C) while torch.save wrote a checkpoint ended in torch's RuntimeError
+    "unexpected pos ... inline_container.cc", a traceback instead of the orderly stop."""
+    signals = [KeyboardInterrupt()]  # one SIGTERM, as the handler raises it, in the first write
+
+    class InterruptedFile(io.FileIO):
+        def write(self, data):
+            if signals:
+                raise signals.pop()
+            return super().write(data)
+
+    monkeypatch.setattr(atomic.io, "FileIO", InterruptedFile)
+    path = tmp_path / "training_state.pt"
+    path.write_bytes(b"the previous checkpoint")
+    with pytest.raises(KeyboardInterrupt), atomic.atomic_writer(path) as file:
+        torch.save({"weights": torch.zeros(100_000)}, file)
+    assert path.read_bytes() == b"the previous checkpoint"
+    assert [p.name for p in tmp_path.iterdir()] == ["training_state.pt"]
 
 
 def test_dev_stdout_is_written_in_place_never_renamed_over(monkeypatch, capfd):
