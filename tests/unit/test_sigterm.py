@@ -120,3 +120,43 @@ def test_sigterm_during_a_command_is_one_line_and_exit_code_143(monkeypatch, cap
     monkeypatch.setattr(tokenizer, "run_tokenizer_encode", terminated)
     assert main(["tokenizer", "encode", "--tokenizer", "vocab.txt", "w1"]) == 143
     assert capsys.readouterr().err.strip() == "bertlab: interrupted by SIGTERM"
+
+
+def test_sigterm_to_the_process_group_stops_a_data_loader_without_a_traceback(cli_env) -> None:
+    """SIGTERM to a command's process group also ends its data loader's worker; torch's SIGCHLD
+    handler then raised "DataLoader worker (pid N) is killed by signal: Terminated" in the middle
+    of the stop (a traceback in 1 of 8 tries of `pretrain`)."""
+    script = """
+        import os, signal, time
+        import torch
+        from torch.utils.data import DataLoader
+        from bertlab.cli.stopping import is_terminated, sigterm_as_interrupt
+
+        class Slow(torch.utils.data.Dataset):
+            def __len__(self):
+                return 1_000_000
+
+            def __getitem__(self, index):
+                time.sleep(0.01)
+                return index
+
+        with sigterm_as_interrupt():
+            try:
+                for index, _ in enumerate(DataLoader(Slow(), num_workers=1)):
+                    if index == 2:
+                        try:
+                            # From another process, as a scheduler's (torch's worker ends
+                            # quietly on its parent's own SIGTERM): `kill` signals the group.
+                            os.system("kill -TERM 0")
+                            time.sleep(10)
+                        finally:
+                            time.sleep(1)  # the stop's cleanup (a checkpoint), loader still open
+            except KeyboardInterrupt as interrupt:
+                print("interrupted", is_terminated(interrupt), flush=True)
+        print(signal.getsignal(signal.SIGCHLD) not in (signal.SIG_DFL, None), flush=True)
+    """
+    process = _python(
+        script, cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    stdout, stderr = _finish(process, 60, "the data loader did not stop after SIGTERM")
+    assert (process.returncode, stdout.split()) == (0, ["interrupted", "True", "True"]), stderr
