@@ -15,15 +15,17 @@ mostly not UTF-8 is refused by `build_corpus` after reading.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
 import itertools
 import multiprocessing
 import os
+import queue
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -189,20 +191,34 @@ class ChunkEncoder:
         return np.fromiter(itertools.chain.from_iterable(starts), dtype=bool, count=len(flat))
 
 
-# Worker processes hold their encoder here: it is built once per process by the pool initializer
-# instead of being pickled with every chunk.
-_worker_encoder: ChunkEncoder | None = None
-
-
-def _init_worker(encoder: ChunkEncoder) -> None:
-    global _worker_encoder
+def _serve(connection: Connection, encoder: ChunkEncoder, others: list[Connection]) -> None:
+    """A worker process: encode each task that comes through `connection` and send back the
+    chunk (or the error), until None or the end of the connection (the main process gone). A
+    thread takes the tasks as they come, so the main process never waits to hand one over."""
+    for other in others:  # the main process's ends of the pipes, if forked
+        other.close()
     # One process per core already: keep the tokenizers library from adding threads of its own.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _worker_encoder = encoder
+    tasks: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_take_tasks, args=(connection, tasks), daemon=True).start()
+    for task in iter(tasks.get, None):
+        try:
+            result = (True, encoder(task))
+        except Exception as error:  # any encoder's: raised again in the main process
+            result = (False, error)
+        try:
+            connection.send(result)
+        except OSError:  # the main process is gone (killed): no one to tell
+            return
 
 
-def _encode_in_worker(task: _Task) -> _Chunk:
-    return _worker_encoder(task)
+def _take_tasks(connection: Connection, tasks: queue.SimpleQueue) -> None:
+    try:
+        while (task := connection.recv()) is not None:
+            tasks.put(task)
+    except EOFError:
+        pass
+    tasks.put(None)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -211,21 +227,98 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context(method)
 
 
+class _Workers:
+    """Worker processes, each with a pipe of its own.
+
+    Not `multiprocessing.Pool`: its `terminate` can wait forever after a SIGTERM to the process
+    group (a worker killed while it held the task queue's lock, or its task thread blocked
+    writing a chunk that no worker will read: CPython issues 73945 and 78178). Here a worker
+    shares nothing with the others, and a stop kills them without waiting for any.
+    """
+
+    def __init__(self, num_workers: int, encoder: ChunkEncoder) -> None:
+        context = _pool_context()
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.connections: list[Connection] = []
+        for _ in range(num_workers):
+            mine, theirs = context.Pipe()
+            # A forked worker closes its copies of the main process's ends (its own pipe's
+            # included), so that it ends when the main process does, even by SIGKILL.
+            mains = [*self.connections, mine]
+            process = context.Process(target=_serve, args=(theirs, encoder, mains), daemon=True)
+            process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.connections.append(mine)
+
+    def send(self, worker: int, task: _Task) -> None:
+        try:
+            self.connections[worker].send(task)
+        except OSError:  # the worker is gone (a broken pipe, a reset connection)
+            raise self._ended(worker) from None
+
+    def receive(self, worker: int) -> _Chunk:
+        try:
+            is_chunk, value = self.connections[worker].recv()
+        except (EOFError, OSError):  # the worker is gone
+            raise self._ended(worker) from None
+        if not is_chunk:
+            raise value
+        return value
+
+    def _ended(self, worker: int) -> ChildProcessError:
+        process = self.processes[worker]
+        process.join()
+        return ChildProcessError(
+            f"a corpus-encoding process (pid {process.pid}) ended before its chunk was done "
+            f"(exit code {process.exitcode}; a negative one is the signal that ended it, -9 "
+            "often the system out of memory)"
+        )
+
+    def close(self) -> None:
+        """End the workers once their work is done."""
+        for connection in self.connections:
+            connection.send(None)
+        for process, connection in zip(self.processes, self.connections, strict=True):
+            process.join()
+            connection.close()
+
+    def kill(self) -> None:
+        """End the workers at once (an error, Ctrl-C, SIGTERM): they hold nothing to keep."""
+        for process in self.processes:
+            process.kill()
+        for process, connection in zip(self.processes, self.connections, strict=True):
+            process.join()
+            connection.close()
+
+
 def encoded_chunks(
     tasks: Iterator[_Task], encoder: ChunkEncoder, num_workers: int
 ) -> Iterator[_Chunk]:
-    """Results in task order, with at most a few chunks in flight (bounded memory)."""
+    """Results in task order, with at most a few chunks in flight (bounded memory): task i goes
+    to worker i % num_workers."""
     if num_workers == 0:
         yield from map(encoder, tasks)
         return
-    with _pool_context().Pool(num_workers, _init_worker, (encoder,)) as pool:
-        pending: collections.deque = collections.deque()
-        for task in tasks:
-            pending.append(pool.apply_async(_encode_in_worker, (task,)))
-            if len(pending) >= num_workers * CHUNKS_IN_FLIGHT_PER_WORKER:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+    workers = _Workers(num_workers, encoder)
+    in_flight = num_workers * CHUNKS_IN_FLIGHT_PER_WORKER
+    try:
+        sent = 0
+        for task in tasks:  # read while the workers encode
+            worker = sent % num_workers
+            if sent < in_flight:
+                workers.send(worker, task)
+            else:  # the worker's oldest chunk first: it still holds the next one
+                chunk = workers.receive(worker)
+                workers.send(worker, task)
+                yield chunk
+            sent += 1
+        for index in range(max(sent - in_flight, 0), sent):
+            yield workers.receive(index % num_workers)
+    except BaseException:  # an error, Ctrl-C, SIGTERM, or the reader stopped early
+        workers.kill()
+        raise
+    workers.close()
 
 
 # --- writing ---------------------------------------------------------------------------------

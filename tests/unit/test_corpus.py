@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -521,3 +529,61 @@ def test_a_line_that_is_not_utf8_is_named_by_file_and_line(tmp_path, caplog):
     assert f"the first at {corpus}:3" in caplog.text
     with pytest.raises(ValueError, match=f"^{corpus}:3: not UTF-8 \\(byte 0xe9 at byte 4 of"):
         list(read_lines([corpus], do_skip_not_utf8=False))
+
+
+def _refuse_task_3(task: int) -> int:
+    if task == 3:
+        raise ValueError("task 3 is bad")
+    return task * 10
+
+
+def _die_at_task_3(task: int) -> int:
+    if task == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the system's out-of-memory killer does
+    return task
+
+
+@pytest.mark.parametrize(
+    ("encoder", "error", "message"),
+    [
+        (_refuse_task_3, ValueError, "task 3 is bad"),
+        (_die_at_task_3, ChildProcessError, "ended before its chunk was done (exit code -9"),
+    ],
+)
+def test_encoding_workers_give_chunks_in_order_and_their_end_in_one_line(encoder, error, message):
+    """Chunks come back in order; a worker's error is raised in the command's process, and a
+    worker that dies says so; no worker is left behind either way."""
+    assert list(corpus_encode.encoded_chunks(iter(range(3)), encoder, 2)) == [
+        encoder(task) for task in range(3)
+    ]
+    with pytest.raises(error, match=re.escape(message)):
+        list(corpus_encode.encoded_chunks(iter(range(20)), encoder, 2))
+    assert not multiprocessing.active_children()
+
+
+def test_encoding_workers_end_quietly_with_a_killed_command(cli_env):
+    """`kill -9` of a command that encoded a corpus left its workers running, waiting forever."""
+    script = textwrap.dedent(
+        """
+        import multiprocessing, os, time
+        from bertlab.data.corpus_encode import encoded_chunks
+
+        def slow(task):
+            time.sleep(0.05)
+            return task
+
+        for index, _ in enumerate(encoded_chunks(iter(range(10**6)), slow, 2)):
+            if index == 3:
+                print(*(child.pid for child in multiprocessing.active_children()), flush=True)
+                os.kill(os.getpid(), 9)
+        """
+    )
+    command = [sys.executable, "-c", script]
+    killed = subprocess.run(command, capture_output=True, text=True, env=cli_env, timeout=60)
+    workers = [int(pid) for pid in killed.stdout.split()]
+    assert killed.returncode == -signal.SIGKILL and len(workers) == 2, killed.stderr
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    assert killed.stderr == ""

@@ -160,3 +160,33 @@ def test_sigterm_to_the_process_group_stops_a_data_loader_without_a_traceback(cl
     )
     stdout, stderr = _finish(process, 60, "the data loader did not stop after SIGTERM")
     assert (process.returncode, stdout.split()) == (0, ["interrupted", "True", "True"]), stderr
+
+
+def test_sigterm_to_the_process_group_stops_corpus_encoding_at_once(cli_env) -> None:
+    """SIGTERM to the group while the encoding workers waited for their next chunk: a worker
+    died holding multiprocessing.Pool's task-queue lock, and the pool's terminate waited for
+    that lock forever (the command hung, leaving its temporary corpus behind)."""
+    script = """
+        import itertools, os, time
+        from bertlab.cli.stopping import is_terminated, sigterm_as_interrupt
+        from bertlab.data.corpus_encode import encoded_chunks
+
+        def tasks():
+            for index in itertools.count():
+                time.sleep(0.05)  # reading the corpus: the workers wait for their next chunk
+                yield index
+
+        with sigterm_as_interrupt():
+            try:
+                for index, _ in enumerate(encoded_chunks(tasks(), lambda task: task, 2)):
+                    if index == 5:
+                        os.system("kill -TERM 0")  # the whole group, from another process
+                        time.sleep(10)
+            except KeyboardInterrupt as interrupt:
+                print("interrupted", is_terminated(interrupt), flush=True)
+    """
+    process = _python(
+        script, cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    stdout, stderr = _finish(process, 60, "corpus encoding hung after SIGTERM to its group")
+    assert (process.returncode, stdout.strip()) == (0, "interrupted True"), stderr
