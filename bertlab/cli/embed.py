@@ -52,6 +52,7 @@ def run_embed(args: argparse.Namespace) -> int:
 
     from bertlab.cli.common import warn
     from bertlab.core.hub import resolve
+    from bertlab.core.outputs import check_outputs
     from bertlab.core.text_files import read_lines
     from bertlab.use.features import PAIR_SEPARATOR, extract_features, save_features
     from bertlab.use.inspection import load_encoder
@@ -60,6 +61,7 @@ def run_embed(args: argparse.Namespace) -> int:
         raise CommandError("give --input FILE or --text TEXT (not both)")
     if args.batch_size < 1:
         raise CommandError(f"--batch-size must be positive, got {args.batch_size}")
+    check_outputs({"--model": args.model, "--input": args.input}, {"--out": args.out})
     layers = args.layers
     if args.input is not None:
         path = Path(args.input)

@@ -110,6 +110,7 @@ def run_nsp(args: argparse.Namespace) -> int:
 def run_attention(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
     from bertlab.core.hub import resolve
+    from bertlab.core.outputs import check_outputs
     from bertlab.use.inspection import (
         all_attention_maps,
         attention_maps,
@@ -121,6 +122,7 @@ def run_attention(args: argparse.Namespace) -> int:
 
     if not args.out.lower().endswith(".png"):
         raise CommandError(f"--out must name a .png file, got {args.out}")
+    check_outputs({"--model": args.model}, {"--out": args.out})
     every_layer = args.layer == "all"
     layer = 0 if every_layer else _layer_number(args.layer)
     if every_layer and args.view == "lines":

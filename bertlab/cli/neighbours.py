@@ -117,6 +117,7 @@ def run_word2vec(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
+    from bertlab.core.outputs import check_outputs
     from bertlab.training.word_vectors import (
         WordVectorConfig,
         analogy,
@@ -132,6 +133,8 @@ def run_word2vec(args: argparse.Namespace) -> int:
         raise CommandError("give --corpus FILES to train on or --vectors FILE (one of the two)")
     if not args.words and not args.analogy:
         raise CommandError("give WORDS to look up or --analogy A B C (or both)")
+    reads = {"--corpus": args.corpus, "--vectors": args.vectors}
+    check_outputs(reads, {"--save-vectors": args.save_vectors})
     if args.vectors is not None:
         vectors = load_vectors(args.vectors)
     else:
@@ -199,6 +202,7 @@ def run_contextual(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
     from bertlab.core.corpus_sources import corpus_lines, open_corpus
     from bertlab.core.hub import resolve
+    from bertlab.core.outputs import check_outputs
     from bertlab.tokenizer.basic import is_cjk_ideograph
     from bertlab.use.inspection import load_encoder
     from bertlab.use.neighbours import (
@@ -211,6 +215,8 @@ def run_contextual(args: argparse.Namespace) -> int:
     _check_top_k(args.top_k)
     if args.figure is not None and not args.figure.lower().endswith(".png"):
         raise CommandError(f"--figure must name a .png file, got {args.figure}")
+    reads = {"--model": args.model, "--reference": args.reference}
+    check_outputs(reads, {"--figure": args.figure})
     lang = args.lang
     if lang == "auto":
         lang = "zh" if any(is_cjk_ideograph(c) for c in args.word) else "en"

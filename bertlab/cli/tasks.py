@@ -526,11 +526,14 @@ def _seeds(args: argparse.Namespace) -> list[int] | None:
 
 def run_finetune(args: argparse.Namespace) -> int:
     """Check every input, then train; print the result (or the seeds summary) as JSON."""
+    from bertlab.core.outputs import check_outputs
     from bertlab.training.finetune import read_task_data, run_finetuning
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
+    reads = {"--train": args.train, "--dev": args.dev, "--model": args.model}
+    check_outputs(reads | {"--tokenizer": args.tokenizer}, {"--out": out})
     task = _with_features(args, _task(args))
     source = _model_source(args)
     seeds = _seeds(args)
@@ -617,11 +620,13 @@ def run_predict(args: argparse.Namespace) -> int:
     import sys
 
     from bertlab.cli.streams import STDOUT, output_path
+    from bertlab.core.outputs import check_outputs
     from bertlab.task_families import predict_task
 
     output = output_path(args.output)
     if output.is_dir():
         raise CommandError(f"--output {output} is a directory")
+    check_outputs({"--data": args.data, "--model": args.model}, {"--output": output})
     task, model, tokenizer, precision = _load(args)
     with _input(args) as data:
         examples = task.read_inputs(data)

@@ -17,6 +17,13 @@ API_WORDS = {
     "again": "run it again",
     "again_with_resume": "run it again with resume=True",
     "again_without_resume": "run it again with resume=False",
+    # the paths a run reads and writes (`bertlab.core.outputs`): PretrainRun's fields, run_demo's
+    "corpus": "corpus",
+    "corpus_cache": "corpus_cache",
+    "tokenizer": "tokenizer",
+    "init_from": "init_from",
+    "model_config": "model_config",
+    "model": "model",
     # the columns a task file is read from: `ColumnSpec`'s fields
     "text_a": "text_a",
     "text_b": "text_b",

@@ -29,6 +29,7 @@ from bertlab.core.atomic import (
 )
 from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
 from bertlab.core.model_card import ModelCard, write_model_card
+from bertlab.core.outputs import check_outputs
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
 from bertlab.data.tasks.classification import Example
@@ -321,6 +322,8 @@ def run_finetuning(
     """
     with run_lock(out):
         claim_out(out, overwrite)
+        reads = {"model": source.directory, "tokenizer": source.tokenizer}
+        check_outputs(reads, {}, {"out": finetune_outputs(out)})  # what overwrite replaces
         # An earlier run (with `overwrite`) goes only once this one has replaced it: a run that
         # is refused, diverges or is interrupted puts it back.
         with replacing(out, lambda: finetune_outputs(out)):

@@ -50,6 +50,7 @@ from bertlab.core.config import (
 )
 from bertlab.core.corpus_sources import CorpusReading, open_corpus
 from bertlab.core.model_card import ModelCard, write_model_card
+from bertlab.core.outputs import check_outputs
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -443,6 +444,10 @@ def run_pretraining(
     if out.exists() and not out.is_dir():
         raise ValueError(Worded("{out} {path} exists and is not a directory", path=out))
     open_corpus(run.corpus, run.corpus_reading())  # bad files named before anything is written
+    config = None if isinstance(run.model_config, BertConfig) else run.model_config
+    reads = {"corpus": run.corpus, "tokenizer": run.tokenizer, "init_from": run.init_from}
+    # nothing it reads is written over, and nothing is kept in the cache, which is rebuilt whole
+    check_outputs(reads | {"model_config": config}, {"out": out}, {"corpus_cache": _cache(run)})
     # One writer per OUT (torchrun's processes are one job: its main process holds it).
     with run_lock(out) if context.is_main else contextlib.nullcontext():
         if context.is_main:
@@ -484,7 +489,7 @@ def _run(
     data_config, loop_config = run.data_config(), run.loop_config()
     _check_fits(run, data_config, loop_config)  # before a vocabulary is trained on the corpus
     tokenizer = _tokenizer(run, out, context, show_progress, say)
-    cache = Path(run.corpus_cache) if run.corpus_cache is not None else out / CORPUS_CACHE_DIR
+    cache = _cache(run)
     files, reading = run.corpus, run.corpus_reading()
     whole_word = data_config.do_whole_word_mask
     if run.resume:  # a resume with other settings is refused before its corpus cache is built
@@ -784,6 +789,13 @@ def _check_same_budget(run: PretrainRun, out: Path, tokenizer: Tokenizer) -> Non
                     now=now,
                 )
             )
+
+
+def _cache(run: PretrainRun) -> Path:
+    """The tokenized corpus's folder: `corpus_cache`, else OUT/corpus."""
+    return (
+        Path(run.corpus_cache) if run.corpus_cache is not None else Path(run.out) / CORPUS_CACHE_DIR
+    )
 
 
 def _quiet(line: str) -> None:

@@ -76,3 +76,97 @@ def test_a_saved_model_goes_through_a_link(tmp_path, hub_model_folder, capsys):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["disk", "my-model"]
     code, stderr = run_cli(capsys, "fill-mask", "--model", link, "the [MASK] sat .")
     assert code == 0, stderr
+
+
+# --- an output that is an input, or lies inside one or inside the corpus cache --------------------
+
+TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"
+
+
+def test_predict_refuses_to_write_its_predictions_over_its_data(tmp_path, serve_models, capsys):
+    """`predict --data dev.tsv --output dev.tsv` exited 0 and replaced the labelled data with
+    predictions."""
+    data = tmp_path / "dev.tsv"
+    data.write_bytes((TASK_DATA / "stsb_style.tsv").read_bytes())
+    before = files_and_bytes(tmp_path)
+    predict = ("predict", "--task", "stsb", "--model", serve_models["stsb"], "--data", data)
+    code, stderr = run_cli(capsys, *predict, "--output", data)
+    assert_one_line_error(code, stderr, f"--output {data} is --data {data}", "another --output")
+    code, stderr = run_cli(capsys, *predict, "--output", serve_models["stsb"] / "dev.jsonl")
+    assert_one_line_error(code, stderr, f"is inside --model {serve_models['stsb']}")
+    assert files_and_bytes(tmp_path) == before
+    assert not (serve_models["stsb"] / "dev.jsonl").exists()
+
+
+def test_word2vec_refuses_to_save_its_vectors_over_its_corpus(pretrain_files, tmp_path, capsys):
+    """`neighbours word2vec --corpus c.txt --save-vectors c.txt` exited 0 and replaced the
+    corpus with a binary vectors file."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(pretrain_files[1].read_bytes())
+    before = files_and_bytes(tmp_path)
+    code, stderr = run_cli(
+        capsys, "neighbours", "word2vec", "w1", "--corpus", corpus, "--save-vectors", corpus
+    )
+    assert_one_line_error(code, stderr, f"--save-vectors {corpus} is --corpus {corpus}")
+    assert files_and_bytes(tmp_path) == before
+
+
+def test_pretrain_refuses_an_out_inside_the_corpus_cache(tiny_pretrain_args, tmp_path, capsys):
+    """`pretrain --corpus-cache cache --out cache/run` was accepted; a later run with another
+    tokenizer and the same cache rebuilt it, and deleted cache/run with its final model."""
+    cache = tmp_path / "cache"
+    code, stderr = run_cli(
+        capsys, *tiny_pretrain_args(tmp_path / "first", "--max-steps", "1", "--corpus-cache", cache)
+    )
+    assert code == 0, stderr
+    before = files_and_bytes(tmp_path)
+    args = tiny_pretrain_args(cache / "run", "--max-steps", "1", "--corpus-cache", cache)
+    code, stderr = run_cli(capsys, *args)
+    assert_one_line_error(
+        code, stderr, f"--out {cache / 'run'} is inside --corpus-cache {cache}", "another --out"
+    )
+    assert files_and_bytes(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "name"),
+    [
+        (("embed", "--text", "a good film"), "--out", "features"),
+        (("attention", "--text", "a good film"), "--out", "attention.png"),
+        (
+            ("neighbours", "contextual", "film", "--context", "a film", "--reference", "r.txt"),
+            "--figure",
+            "uses.png",
+        ),
+    ],
+)
+def test_commands_refuse_to_write_inside_the_model_they_read(
+    command, flag, name, tmp_path, serve_models, capsys
+):
+    model = tmp_path / "model"
+    model.mkdir()
+    for path in serve_models["mlm"].iterdir():
+        (model / path.name).write_bytes(path.read_bytes())
+    before = files_and_bytes(tmp_path)
+    code, stderr = run_cli(capsys, *command, flag, model / name, "--model", model)
+    assert_one_line_error(code, stderr, f"{flag} {model / name} is inside --model {model}")
+    assert files_and_bytes(tmp_path) == before
+
+
+def test_finetune_refuses_an_out_that_is_its_model_or_holds_it(tmp_path, task_vocab, capsys):
+    """`--out` that is the model folder, and `--overwrite` of an earlier run whose best/ is the
+    model to fine-tune (the earlier run was moved aside, then the model was missing)."""
+    data = TASK_DATA / "rte_style.tsv"
+    finetune = ("finetune", "--task", "rte", "--train", data, "--epochs", "1", "--no-progress")
+    out = tmp_path / "run"
+    scratch = ("--from-scratch", "--model-size", "tiny", "--tokenizer", task_vocab)
+    code, stderr = run_cli(capsys, *finetune, *scratch, "--out", out)
+    assert code == 0, stderr
+    before = files_and_bytes(tmp_path)
+    code, stderr = run_cli(capsys, *finetune, "--model", out / "best", "--out", out / "best")
+    assert_one_line_error(code, stderr, f"--out {out / 'best'} is --model {out / 'best'}")
+    code, stderr = run_cli(capsys, *finetune, "--model", out / "best", "--out", out, "--overwrite")
+    assert_one_line_error(
+        code, stderr, f"--model {out / 'best'} is {out / 'best'}, which the command replaces whole"
+    )
+    assert files_and_bytes(tmp_path) == before

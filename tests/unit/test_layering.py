@@ -19,9 +19,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # entry. The package's root holds one folder per group of layers.
 LAYERS = (
     ("core", "tokenizer", "network"),  # the folders themselves: docstrings only
-    # files; corpus files in every format; extras; words
+    # files; where outputs may land; corpus files in every format; extras; words
     (
         "core.atomic",
+        "core.outputs",
         "core.text_files",
         "core.corpus_readers",
         "core.corpus_sources",
