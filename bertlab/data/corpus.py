@@ -38,6 +38,7 @@ from bertlab.core.atomic import atomic_directory, write_json
 from bertlab.core.corpus_readers import ReadCounts
 from bertlab.core.corpus_sources import CorpusReading, CorpusSource, open_corpus
 from bertlab.core.text_files import check_mostly_utf8
+from bertlab.core.wording import Worded
 from bertlab.data.corpus_encode import (
     BYTES_PER_MEGABYTE,
     ChunkEncoder,
@@ -47,6 +48,7 @@ from bertlab.data.corpus_encode import (
     sniff_lang,
 )
 from bertlab.data.corpus_format import (
+    CORPUS_FILES,
     FORMAT_VERSION,
     META_FILE,
     TokenizedCorpus,
@@ -88,6 +90,31 @@ def _cached(out_dir: Path, expected: dict) -> TokenizedCorpus | None:
     except (OSError, ValueError) as error:
         logger.warning("rebuilding the corpus at %s: %s", out_dir, error)
         return None
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    """Refuse to build a corpus in place of a folder that holds anything but a corpus (it is
+    replaced whole); say so when an earlier corpus is replaced."""
+    if not out_dir.exists() or not any(out_dir.iterdir()):
+        return
+    if not (out_dir / META_FILE).is_file():
+        raise ValueError(f"{out_dir} exists and is not a bertlab corpus; choose another out_dir")
+    others = sorted(path.name for path in out_dir.iterdir() if path.name not in CORPUS_FILES)
+    if others:
+        raise ValueError(
+            Worded(
+                "{corpus_cache} {path} holds {names}, which are not the corpus's: building it "
+                "again (for another tokenizer or settings) would delete them; move them out, or "
+                "choose another {corpus_cache}",
+                path=out_dir,
+                names=", ".join(others),
+            )
+        )
+    logger.warning(
+        "the corpus in %s was tokenized for another tokenizer, corpus or settings: tokenizing "
+        "it again",
+        out_dir,
+    )
 
 
 def default_num_workers() -> int:
@@ -148,8 +175,7 @@ def build_corpus(
     if cached is not None:
         logger.info("reusing the tokenized corpus at %s", out_dir)
         return cached
-    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / META_FILE).is_file():
-        raise ValueError(f"{out_dir} exists and is not a bertlab corpus; choose another out_dir")
+    _check_replaceable(out_dir)
     langs = [sniff_lang(source, lang) for source in sources]
     num_workers = default_num_workers() if num_workers is None else num_workers
     with atomic_directory(out_dir) as staging:

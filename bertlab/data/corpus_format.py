@@ -41,6 +41,14 @@ SENTENCE_OFFSETS_FILE = "sentence_offsets.npy"
 DOCUMENT_OFFSETS_FILE = "document_offsets.npy"
 WORD_STARTS_FILE = "word_starts.bin"
 META_FILE = "meta.json"
+# Every name in a corpus directory: anything else there is not the corpus's, and is kept.
+CORPUS_FILES = (
+    TOKEN_IDS_FILE,
+    SENTENCE_OFFSETS_FILE,
+    DOCUMENT_OFFSETS_FILE,
+    WORD_STARTS_FILE,
+    META_FILE,
+)
 MAX_UINT16_ID = np.iinfo(np.uint16).max
 
 # --- fingerprints ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.cli import main
+from bertlab.core.config import BertConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -170,3 +171,43 @@ def test_finetune_refuses_an_out_that_is_its_model_or_holds_it(tmp_path, task_vo
         code, stderr, f"--model {out / 'best'} is {out / 'best'}, which the command replaces whole"
     )
     assert files_and_bytes(tmp_path) == before
+
+
+def test_a_corpus_cache_holding_other_files_is_not_rebuilt_over_them(
+    tiny_pretrain_args, pretrain_files, tmp_path, capsys, caplog
+):
+    """A run kept inside the corpus cache (as `--out cache/run` was allowed before): a run with
+    another tokenizer rebuilt the cache whole and deleted the run, without a word."""
+    cache = tmp_path / "cache"
+    args = tiny_pretrain_args(tmp_path / "first", "--max-steps", "1", "--corpus-cache", cache)
+    assert run_cli(capsys, *args)[0] == 0
+    (cache / "run").mkdir()
+    (cache / "run" / "final").write_bytes(b"the user's model")
+    vocab = tmp_path / "vocab.txt"  # another tokenizer: one piece more
+    vocab.write_text(pretrain_files[0].read_text(encoding="utf-8") + "w999\n", encoding="utf-8")
+    config = tmp_path / "config.json"
+    pieces = len(vocab.read_text(encoding="utf-8").splitlines())
+    BertConfig(vocab_size=pieces, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+               intermediate_size=64, max_position_embeddings=64).to_json_file(config)  # fmt: skip
+    before = files_and_bytes(tmp_path)
+    other = ["--tokenizer", vocab, "--config", config]
+    code, stderr = run_cli(
+        capsys,
+        *tiny_pretrain_args(
+            tmp_path / "second", "--max-steps", "1", "--corpus-cache", cache, *other
+        ),
+    )
+    assert_one_line_error(
+        code, stderr, f"--corpus-cache {cache} holds run, which are not the corpus's"
+    )
+    assert files_and_bytes(tmp_path) == before
+    (cache / "run" / "final").unlink()
+    (cache / "run").rmdir()
+    code, stderr = run_cli(
+        capsys,
+        *tiny_pretrain_args(
+            tmp_path / "second", "--max-steps", "1", "--corpus-cache", cache, *other
+        ),
+    )
+    assert code == 0, stderr
+    assert f"the corpus in {cache} was tokenized for another tokenizer" in caplog.text
