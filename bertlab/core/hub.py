@@ -41,6 +41,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import validate_repo_id
 
+from bertlab.core.atomic import restore_interrupted
+
 logger = logging.getLogger(__name__)
 
 # What bertlab reads from a model folder, besides the weights: the architecture, the tokenizer
@@ -146,6 +148,7 @@ def resolve(
         ValueError: the revision does not exist, or the Hub refused the download.
     """
     path = Path(name_or_path).expanduser()
+    restore_interrupted(path)  # a model that a killed `finetune --overwrite` had moved aside
     if os.fspath(name_or_path).startswith(SHIPPED_PREFIX):
         if not path.exists():
             return shipped_model(os.fspath(name_or_path))

@@ -21,6 +21,7 @@ from typing import Any
 
 from bertlab.core.atomic import (
     atomic_directory,
+    outputs_in,
     remove_temporaries,
     replacing,
     restore_replaced,
@@ -60,6 +61,8 @@ SEEDS_FILE = "seeds.json"
 # or a pre-training run.
 FINETUNE_OUTPUTS = (BEST_DIR, RESULT_FILE, SEEDS_FILE)
 SEED_DIR_PATTERN = "seed-*"
+# Everything a fine-tuning run writes in OUT: what `--overwrite` replaces.
+FINETUNE_OUTPUT_NAMES = (*FINETUNE_OUTPUTS, METRICS_FILE, CURVES_FILE, SEED_DIR_PATTERN)
 PRETRAIN_OUTPUTS = (FINAL_DIR, CHECKPOINTS_DIR)
 
 
@@ -326,7 +329,7 @@ def run_finetuning(
         check_outputs(reads, {}, {"out": finetune_outputs(out)})  # what overwrite replaces
         # An earlier run (with `overwrite`) goes only once this one has replaced it: a run that
         # is refused, diverges or is interrupted puts it back.
-        with replacing(out, lambda: finetune_outputs(out)):
+        with replacing(out, FINETUNE_OUTPUT_NAMES):
             if seeds is None:
                 return finetune_task(task, data, source, config, out, show_progress).to_json()
             return finetune_seeds(task, data, source, config, seeds, out, show_progress)
@@ -334,9 +337,7 @@ def run_finetuning(
 
 def finetune_outputs(out: Path) -> list[Path]:
     """A fine-tuning run's results, models and training records in `out`."""
-    names = (*FINETUNE_OUTPUTS, METRICS_FILE, CURVES_FILE)
-    outputs = [out / name for name in names if (out / name).exists()]
-    return outputs + sorted(out.glob(SEED_DIR_PATTERN))
+    return outputs_in(out, FINETUNE_OUTPUT_NAMES)
 
 
 def claim_out(out: Path, overwrite: bool) -> None:
@@ -349,7 +350,7 @@ def claim_out(out: Path, overwrite: bool) -> None:
         ValueError: `out` holds a pre-training run, or a fine-tuning run and not `overwrite`.
     """
     remove_temporaries(out)
-    if restore_replaced(out, lambda: finetune_outputs(out)):
+    if restore_replaced(out):
         logger.warning("%s: put back the earlier run that an interrupted --overwrite replaced", out)
     pretraining = [name for name in PRETRAIN_OUTPUTS if (out / name).exists()]
     if pretraining:

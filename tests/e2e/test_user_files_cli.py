@@ -4,6 +4,9 @@ case is run as a user runs it, through the command line, on real files."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,3 +214,44 @@ def test_a_corpus_cache_holding_other_files_is_not_rebuilt_over_them(
     )
     assert code == 0, stderr
     assert f"the corpus in {cache} was tokenized for another tokenizer" in caplog.text
+
+
+# --- a replacement killed midway is undone by the next command that reads ----------------------
+
+# Runs `bertlab ARGS` and SIGKILLs itself when fine-tuning starts to train: the earlier run has
+# been moved aside into OUT/.replaced and the new one has begun.
+KILLED_WHEN_TRAINING = """
+import os, signal, sys
+from bertlab.cli import main
+from bertlab.training import finetune
+
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+finetune.train_task_model = killed
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_killed_overwrite_is_undone_by_the_next_command_that_reads_the_model(
+    tmp_path, task_vocab, capsys, cli_env, caplog
+):
+    """`finetune --overwrite` killed with SIGKILL while training left OUT/.replaced, undone only
+    by the next `finetune`: until then `evaluate --model OUT/best` failed, as if the model were
+    gone."""
+    data = TASK_DATA / "rte_style.tsv"
+    out = tmp_path / "run"
+    finetune = ["finetune", "--task", "rte", "--train", str(data), "--epochs", "1",
+                "--from-scratch", "--model-size", "tiny", "--tokenizer", str(task_vocab),
+                "--no-progress", "--out", str(out)]  # fmt: skip
+    assert run_cli(capsys, *finetune)[0] == 0
+    before = files_and_bytes(out)
+    command = [sys.executable, "-c", KILLED_WHEN_TRAINING, *finetune, "--overwrite", "--seed", "7"]
+    killed = subprocess.run(command, capture_output=True, text=True, env=cli_env, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (out / ".replaced" / "best").is_dir() and not (out / "best").exists()
+    code, stderr = run_cli(capsys, "evaluate", "--task", "rte", "--model", out / "best",
+                           "--data", data)  # fmt: skip
+    assert code == 0, stderr
+    assert "put back the earlier run" in caplog.text
+    assert files_and_bytes(out) == before

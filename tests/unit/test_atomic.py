@@ -24,6 +24,7 @@ from bertlab.core.atomic import (
     json_text,
     remove_temporaries,
     replacing,
+    restore_interrupted,
     restore_replaced,
     run_lock,
     write_json,
@@ -249,14 +250,12 @@ def _contents(directory: Path) -> dict[str, str]:
     }
 
 
-def _outputs(directory: Path):
-    names = ("best", "result.json", "seed-2")
-    return lambda: [directory / name for name in names if (directory / name).exists()]
+OUTPUTS = ("best", "result.json", "seed-*")  # what the run of these tests writes
 
 
 def test_replacing_removes_the_earlier_run_once_the_new_one_succeeded(tmp_path) -> None:
     _earlier_run(tmp_path)
-    with replacing(tmp_path, _outputs(tmp_path)):
+    with replacing(tmp_path, OUTPUTS):
         assert not (tmp_path / "best").exists() and (tmp_path / ".replaced").is_dir()
         (tmp_path / "best").mkdir()
         (tmp_path / "best" / "model.bin").write_text("new model", encoding="utf-8")
@@ -267,7 +266,7 @@ def test_replacing_removes_the_earlier_run_once_the_new_one_succeeded(tmp_path) 
 def test_replacing_puts_the_earlier_run_back_when_the_new_one_fails(tmp_path, failure) -> None:
     before = _earlier_run(tmp_path)
     with pytest.raises(type(failure)):
-        with replacing(tmp_path, _outputs(tmp_path)):
+        with replacing(tmp_path, OUTPUTS):
             (tmp_path / "best").mkdir()
             (tmp_path / "best" / "half.bin").write_text("half", encoding="utf-8")
             (tmp_path / "seed-2").mkdir()  # an output the earlier run did not have
@@ -281,9 +280,9 @@ def test_an_earlier_run_killed_while_being_moved_aside_is_put_back_whole(tmp_pat
     backup.mkdir()
     (backup / ".moving").touch()
     (tmp_path / "best").rename(backup / "best")  # result.json not moved yet: still the earlier's
-    assert restore_replaced(tmp_path, _outputs(tmp_path))
+    assert restore_replaced(tmp_path)
     assert _contents(tmp_path) == before
-    assert not restore_replaced(tmp_path, _outputs(tmp_path))  # nothing left to put back
+    assert not restore_replaced(tmp_path)  # nothing left to put back
 
 
 def test_a_restore_killed_midway_finishes_when_called_again(tmp_path) -> None:
@@ -297,8 +296,52 @@ def test_a_restore_killed_midway_finishes_when_called_again(tmp_path) -> None:
     (tmp_path / "seed-2").rmdir()
     (backup / ".restoring").touch()
     (backup / "best").rename(tmp_path / "best")
-    assert restore_replaced(tmp_path, _outputs(tmp_path))
+    assert restore_replaced(tmp_path)
     assert _contents(tmp_path) == before
+
+
+def _killed_while_replacing(directory: Path) -> None:
+    """A process that holds `directory`, replaces its earlier run, writes a new best/ and a new
+    seed-3/ (which the earlier run did not have) and is killed (no cleanup runs)."""
+    pid = os.fork()
+    if pid == 0:
+        with run_lock(directory), replacing(directory, OUTPUTS):
+            (directory / "best").mkdir()
+            (directory / "best" / "model.bin").write_text("half a new model", encoding="utf-8")
+            (directory / "seed-3").mkdir()
+            os._exit(0)  # as SIGKILL: no `finally`, no cleanup
+    os.waitpid(pid, 0)
+
+
+def test_a_killed_replacement_is_undone_by_the_first_reader(tmp_path) -> None:
+    """`finetune --overwrite` killed while training left OUT/.replaced: until the next finetune,
+    `evaluate --model OUT/best` failed ("no config.json"), as if the model were gone."""
+    before = _earlier_run(tmp_path)
+    _killed_while_replacing(tmp_path)
+    assert (tmp_path / ".replaced").is_dir()
+    restore_interrupted(tmp_path / "best" / "model.bin")  # any path at or below the folder
+    assert _contents(tmp_path) == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["best", "result.json"]
+
+
+def test_a_running_replacement_is_left_to_its_writer(tmp_path, another_writer) -> None:
+    """A live writer's earlier run is not put back under it: reading what it moved aside says
+    so, naming its pid; reading elsewhere goes on; the writer itself reads its own new files."""
+    _earlier_run(tmp_path)
+    with replacing(tmp_path, OUTPUTS):
+        (tmp_path / "best").mkdir()
+        with run_lock(tmp_path):
+            restore_interrupted(tmp_path / "best")  # this process's own replacement
+            assert (tmp_path / ".replaced" / "best").is_dir()
+        with another_writer(tmp_path) as pid:
+            with pytest.raises(ValueError) as raised:
+                restore_interrupted(tmp_path / "best")
+            restore_interrupted(tmp_path / "tokenizer")  # not moved aside: nothing to say
+            assert (tmp_path / ".replaced" / "best").is_dir()
+        assert str(raised.value) == (
+            f"{tmp_path / 'best'} is being replaced by a running bertlab process (pid {pid}); "
+            f"until it ends, the earlier one is in {tmp_path / '.replaced'}"
+        )
 
 
 # --- a destination that is a symbolic link is written through ----------------------------------
