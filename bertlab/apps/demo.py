@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -61,7 +60,7 @@ from bertlab.apps.flows import (
     sign_test,
 )
 from bertlab.core import hub
-from bertlab.core.atomic import write_json
+from bertlab.core.atomic import claim, outputs_in, replacing, restore_replaced, write_json
 from bertlab.core.config import (
     BertConfig,
     FinetuneConfig,
@@ -69,6 +68,7 @@ from bertlab.core.config import (
     check_training_time,
 )
 from bertlab.core.optional import MissingPackageError
+from bertlab.core.outputs import check_outputs
 from bertlab.data.corpus import build_corpus
 from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
@@ -91,6 +91,23 @@ from bertlab.use.inspection import (
 __all__ = ["DATA_DIR", "DEFAULT_MINUTES", "DEFAULT_OUT", "DEFAULT_SEEDS", "RECIPES", "run_demo"]
 
 logger = logging.getLogger(__name__)
+
+DEMO_COMMAND = "demo"  # whose run directory OUT is (`atomic.claim`)
+# What a demo writes in OUT, replaced as a whole by the next demo (`atomic.replacing`); the
+# corpus cache stays, tokenized again only for another tokenizer.
+DEMO_OUTPUTS = (
+    "tokenizer",
+    "pretrain",
+    "twins",
+    "finetune",
+    "attention.png",
+    "pretraining.png",
+    "finetuning.png",
+    "comparison.png",
+    RESULTS_FILE,
+    "report.md",
+)
+CORPUS_CACHE = "corpus"
 
 
 @dataclass
@@ -188,7 +205,14 @@ def run_demo(
     name = model or recipe.shipped_model
     shipped = (name, shipped_model_folder(name))
     with holding(Path(out)) as out:  # one process at a time; another is refused with its pid
-        return _demo(recipe, out, minutes, seeds, shipped, show_progress, say)
+        if restore_replaced(out):  # a killed demo's: its earlier one comes back first
+            logger.warning("%s: put back the earlier demo that an interrupted one replaced", out)
+        claim(out, DEMO_COMMAND, (*DEMO_OUTPUTS, CORPUS_CACHE))  # only the demo's, if any
+        check_outputs({"model": shipped[1]}, {}, {"out": outputs_in(out, DEMO_OUTPUTS)})
+        # An earlier demo goes only once this one has finished: a failed or interrupted one
+        # puts it back (and any command reading it does, after a kill).
+        with replacing(out, DEMO_OUTPUTS):
+            return _demo(recipe, out, minutes, seeds, shipped, show_progress, say)
 
 
 def shipped_model_folder(name: str) -> Path:
@@ -238,8 +262,6 @@ def _demo(
         del timings["word vectors"]
 
     task_data = _task_data(recipe)
-    if (out / "finetune").exists():
-        shutil.rmtree(out / "finetune")  # an earlier demo's runs, of an earlier model
     rows = _demo_rows(recipe, out, vectors, seeds)
     count = NUMBERS[len(rows)]
     say(f"\n== 5. Fine-tuning on {recipe.task}: {count} models of one shape, seeds {seeds}")
@@ -349,8 +371,6 @@ def _step_pretrain(
     recipe: DemoRecipe, tokenizer: Tokenizer, minutes: float, out: Path, show_progress: bool, say
 ) -> dict[str, Any]:
     run_dir = out / "pretrain"
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
     run = PretrainRun(
         corpus=(DATA_DIR / recipe.corpus,),
         out=run_dir,
@@ -358,7 +378,7 @@ def _step_pretrain(
         tokenizer=out / "tokenizer",
         model_config=model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob),
         lang=recipe.lang,
-        corpus_cache=out / "corpus",
+        corpus_cache=out / CORPUS_CACHE,
         max_seq_length=recipe.max_seq_length,
         log_every_steps=5,
         eval_every_steps=50,
@@ -413,7 +433,7 @@ def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say)
     without the word-vector row.
     """
     corpus = build_corpus(
-        [DATA_DIR / recipe.corpus], tokenizer, out / "corpus", recipe.lang, False
+        [DATA_DIR / recipe.corpus], tokenizer, out / CORPUS_CACHE, recipe.lang, False
     )  # built by pre-training: found in its cache
     num_train, _ = held_out_split(corpus.num_documents, EVAL_EXAMPLES)
     config = WordVectorConfig(vector_size=recipe.hidden_size)

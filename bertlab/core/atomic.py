@@ -58,6 +58,7 @@ FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
 TEMPORARY_MARK = ".tmp"  # in the names of temporary files and directories
 LOCK_FILE = ".bertlab.lock"  # in a run's directory while a process writes to it; holds its pid
+OWNER_FILE = ".bertlab-run"  # in a run's directory: the bertlab command whose outputs it holds
 OLD_MARK = ".old"  # ends the temporary name of a directory being replaced
 # A process's streams are reached through /proc (/dev/stdout -> /proc/self/fd/1, /dev/fd/1):
 # a rename over /dev/stdout would replace the link (as root), not write to the stream.
@@ -512,8 +513,50 @@ def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
     finally:
         path.unlink(missing_ok=True)  # while still locked: see _take_lock
         handle.close()
-        if created and not any(directory.iterdir()):
+        if created and not [other for other in directory.iterdir() if other.name != OWNER_FILE]:
+            (directory / OWNER_FILE).unlink(missing_ok=True)
             directory.rmdir()
+
+
+def claim(directory: str | os.PathLike, command: str, names: Sequence[str]) -> None:
+    """Make `directory` the run directory of bertlab's `command` (OWNER_FILE says so), before
+    the command writes or replaces its outputs there (`names`, as `outputs_in` takes them). A
+    directory that holds another command's run, or such outputs that `command` did not write
+    (the user's own, made without bertlab), is refused: bertlab replaces only what it wrote.
+    Call it holding `run_lock(directory)`.
+
+    Raises:
+        ValueError: the directory holds another command's run, or outputs `command` did not
+            write (naming them).
+    """
+    directory = Path(directory)
+    try:
+        owner = (directory / OWNER_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        owner = None
+    if owner == command:
+        return
+    if owner is not None:
+        raise ValueError(
+            Worded(
+                "{out} {path} holds a run of bertlab {other}; choose another {out}",
+                path=directory,
+                other=owner,
+            )
+        )
+    found = outputs_in(directory, names)
+    if found:
+        listed = ", ".join(path.name + ("/" if path.is_dir() else "") for path in found)
+        raise ValueError(
+            Worded(
+                "{out} {path} holds {listed}, which bertlab {command} did not write; move them "
+                "out, or choose another {out}",
+                path=directory,
+                listed=listed,
+                command=command,
+            )
+        )
+    write_text(directory / OWNER_FILE, command + "\n")
 
 
 def _take_lock(path: Path) -> TextIO:

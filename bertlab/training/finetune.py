@@ -21,6 +21,7 @@ from typing import Any
 
 from bertlab.core.atomic import (
     atomic_directory,
+    claim,
     outputs_in,
     remove_temporaries,
     replacing,
@@ -61,6 +62,7 @@ SEEDS_FILE = "seeds.json"
 # or a pre-training run.
 FINETUNE_OUTPUTS = (BEST_DIR, RESULT_FILE, SEEDS_FILE)
 SEED_DIR_PATTERN = "seed-*"
+FINETUNE_COMMAND = "finetune"  # whose run directory OUT is (`atomic.claim`)
 # Everything a fine-tuning run writes in OUT: what `--overwrite` replaces.
 FINETUNE_OUTPUT_NAMES = (*FINETUNE_OUTPUTS, METRICS_FILE, CURVES_FILE, SEED_DIR_PATTERN)
 PRETRAIN_OUTPUTS = (FINAL_DIR, CHECKPOINTS_DIR)
@@ -347,7 +349,8 @@ def claim_out(out: Path, overwrite: bool) -> None:
     holding `run_lock(out)`.
 
     Raises:
-        ValueError: `out` holds a pre-training run, or a fine-tuning run and not `overwrite`.
+        ValueError: `out` holds a pre-training run, another command's, outputs that bertlab did
+            not write, or a fine-tuning run and not `overwrite`.
     """
     remove_temporaries(out)
     if restore_replaced(out):
@@ -361,6 +364,7 @@ def claim_out(out: Path, overwrite: bool) -> None:
                 name=pretraining[0],
             )
         )
+    claim(out, FINETUNE_COMMAND, FINETUNE_OUTPUT_NAMES)  # never over outputs it did not write
     earlier = finetune_outputs(out)
     if earlier and not overwrite:
         raise ValueError(

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bertlab.apps import demo
 from bertlab.apps.demo import DATA_DIR, RECIPES, run_demo
 from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH, WORD_VECTORS
 from bertlab.apps.flows import compare, sign_test
@@ -160,6 +161,23 @@ def test_demo_tells_the_whole_story(tmp_path, lang, shipped_models) -> None:
     for figure in ("pretraining.png", "finetuning.png", "comparison.png", "attention.png"):
         assert (tmp_path / figure).read_bytes()[:4] == b"\x89PNG"
         assert f"({figure})" in report
+    _an_interrupted_demo_keeps_the_earlier_one(tmp_path, lang, recipe)
+
+
+def _an_interrupted_demo_keeps_the_earlier_one(out: Path, lang: str, recipe) -> None:
+    """A second demo into the same folder deleted the first one's pretrain/ and finetune/ before
+    its own existed: interrupted (Ctrl-C), it left neither."""
+    before = {str(path): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+
+    def interrupted(*args, **kwargs):
+        assert not (out / "pretrain").exists()  # moved aside
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(demo, "run_pretraining", interrupted)  # step 2, its vocabulary trained
+        with pytest.raises(KeyboardInterrupt):
+            run_demo(out, 0.05, lang, SEEDS, False, lambda line: None, recipe)
+    assert {str(path): path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 
 def test_demo_command_rejects_bad_flags(capsys, tmp_path, shipped_models) -> None:

@@ -255,3 +255,47 @@ def test_a_killed_overwrite_is_undone_by_the_next_command_that_reads_the_model(
     assert code == 0, stderr
     assert "put back the earlier run" in caplog.text
     assert files_and_bytes(out) == before
+
+
+# --- a folder bertlab did not write --------------------------------------------------------------
+
+
+def test_the_demo_refuses_a_project_folder_it_did_not_write(tmp_path, hub_model_folder, capsys):
+    """`bertlab demo --out proj`, proj being the user's own project with a pre-trained model in
+    proj/pretrain/final: the demo deleted proj/pretrain and proj/finetune without asking whose
+    they were."""
+    project = tmp_path / "proj"
+    (project / "pretrain" / "final").mkdir(parents=True)
+    (project / "pretrain" / "final" / "config.json").write_text("{}", encoding="utf-8")
+    (project / "finetune").mkdir()
+    (project / "notes.txt").write_text("my notes\n", encoding="utf-8")
+    before = files_and_bytes(tmp_path)
+    code, stderr = run_cli(capsys, "demo", "--out", project, "--model", hub_model_folder)
+    assert_one_line_error(
+        code,
+        stderr,
+        f"--out {project} holds pretrain/, finetune/, which bertlab demo did not write",
+    )
+    assert files_and_bytes(tmp_path) == before
+
+
+def test_finetune_overwrite_replaces_only_a_run_that_bertlab_wrote(tmp_path, task_vocab, capsys):
+    """`--overwrite` replaces an earlier fine-tuning run; a best/ and result.json that the user
+    made are not one, nor is another command's run."""
+    out = tmp_path / "run"
+    (out / "best").mkdir(parents=True)
+    (out / "best" / "config.json").write_text("{}", encoding="utf-8")
+    (out / "result.json").write_text("{}", encoding="utf-8")
+    before = files_and_bytes(tmp_path)
+    finetune = ("finetune", "--task", "rte", "--train", TASK_DATA / "rte_style.tsv",
+                "--from-scratch", "--model-size", "tiny", "--tokenizer", task_vocab,
+                "--epochs", "1", "--no-progress", "--overwrite", "--out")  # fmt: skip
+    code, stderr = run_cli(capsys, *finetune, out)
+    assert_one_line_error(
+        code, stderr, f"--out {out} holds best/, result.json, which bertlab finetune did not write"
+    )
+    assert files_and_bytes(tmp_path) == before
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / ".bertlab-run").write_text("demo\n", encoding="utf-8")
+    code, stderr = run_cli(capsys, *finetune, tmp_path / "demo")
+    assert_one_line_error(code, stderr, "holds a run of bertlab demo; choose another --out")

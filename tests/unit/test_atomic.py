@@ -21,6 +21,7 @@ from bertlab.core.atomic import (
     atomic_directory,
     atomic_file,
     atomic_files,
+    claim,
     json_text,
     remove_temporaries,
     replacing,
@@ -342,6 +343,35 @@ def test_a_running_replacement_is_left_to_its_writer(tmp_path, another_writer) -
             f"{tmp_path / 'best'} is being replaced by a running bertlab process (pid {pid}); "
             f"until it ends, the earlier one is in {tmp_path / '.replaced'}"
         )
+
+
+def test_a_run_directory_is_claimed_by_one_command_and_only_when_nothing_else_is_there(
+    tmp_path,
+) -> None:
+    """bertlab replaces only outputs it wrote: a folder holding such names (made by the user)
+    is refused, as is another command's run; a refused command leaves no folder it made."""
+    out = tmp_path / "run"
+    with run_lock(out):
+        claim(out, "finetune", OUTPUTS)
+        (out / "best").mkdir()
+    claim(out, "finetune", OUTPUTS)  # its own, again: the earlier run may be replaced
+    with pytest.raises(ValueError, match=f"^out {out} holds a run of bertlab finetune; "):
+        claim(out, "demo", ("pretrain",))
+    mine = tmp_path / "mine"
+    (mine / "seed-1").mkdir(parents=True)
+    (mine / "result.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        claim(mine, "finetune", OUTPUTS)
+    assert str(raised.value) == (
+        f"out {mine} holds result.json, seed-1/, which bertlab finetune did not write; move "
+        "them out, or choose another out"
+    )
+    assert sorted(path.name for path in mine.iterdir()) == ["result.json", "seed-1"]
+    refused = tmp_path / "refused"
+    with pytest.raises(ValueError), run_lock(refused):
+        claim(refused, "finetune", OUTPUTS)
+        raise ValueError("refused after the claim")
+    assert not refused.exists()
 
 
 # --- a destination that is a symbolic link is written through ----------------------------------
