@@ -207,12 +207,21 @@ def run_demo(
     with holding(Path(out)) as out:  # one process at a time; another is refused with its pid
         if restore_replaced(out):  # a killed demo's: its earlier one comes back first
             logger.warning("%s: put back the earlier demo that an interrupted one replaced", out)
-        claim(out, DEMO_COMMAND, (*DEMO_OUTPUTS, CORPUS_CACHE))  # only the demo's, if any
+        claim(out, DEMO_COMMAND, (*DEMO_OUTPUTS, CORPUS_CACHE), _is_demo)  # only the demo's
         check_outputs({"model": shipped[1]}, {}, {"out": outputs_in(out, DEMO_OUTPUTS)})
         # An earlier demo goes only once this one has finished: a failed or interrupted one
         # puts it back (and any command reading it does, after a kill).
         with replacing(out, DEMO_OUTPUTS):
             return _demo(recipe, out, minutes, seeds, shipped, show_progress, say)
+
+
+def _is_demo(out: Path) -> bool:
+    """Whether `out` holds a demo by its layout: results.json with a recipe and scores."""
+    try:
+        results = json.loads((out / RESULTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(results, dict) and {"recipe", "scores"} <= results.keys()
 
 
 def shipped_model_folder(name: str) -> Path:

@@ -44,7 +44,7 @@ import shutil
 import stat
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -518,12 +518,18 @@ def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
             directory.rmdir()
 
 
-def claim(directory: str | os.PathLike, command: str, names: Sequence[str]) -> None:
+def claim(
+    directory: str | os.PathLike,
+    command: str,
+    names: Sequence[str],
+    is_earlier_run: Callable[[Path], bool] = lambda directory: False,
+) -> None:
     """Make `directory` the run directory of bertlab's `command` (OWNER_FILE says so), before
     the command writes or replaces its outputs there (`names`, as `outputs_in` takes them). A
     directory that holds another command's run, or such outputs that `command` did not write
     (the user's own, made without bertlab), is refused: bertlab replaces only what it wrote.
-    Call it holding `run_lock(directory)`.
+    `is_earlier_run` recognizes a run of `command` written before runs said whose they were (by
+    its layout). Call it holding `run_lock(directory)`.
 
     Raises:
         ValueError: the directory holds another command's run, or outputs `command` did not
@@ -545,7 +551,7 @@ def claim(directory: str | os.PathLike, command: str, names: Sequence[str]) -> N
             )
         )
     found = outputs_in(directory, names)
-    if found:
+    if found and not is_earlier_run(directory):
         listed = ", ".join(path.name + ("/" if path.is_dir() else "") for path in found)
         raise ValueError(
             Worded(

@@ -364,7 +364,7 @@ def claim_out(out: Path, overwrite: bool) -> None:
                 name=pretraining[0],
             )
         )
-    claim(out, FINETUNE_COMMAND, FINETUNE_OUTPUT_NAMES)  # never over outputs it did not write
+    claim(out, FINETUNE_COMMAND, FINETUNE_OUTPUT_NAMES, _is_finetuning_run)  # only its own
     earlier = finetune_outputs(out)
     if earlier and not overwrite:
         raise ValueError(
@@ -375,6 +375,11 @@ def claim_out(out: Path, overwrite: bool) -> None:
                 name=earlier[0].name,
             )
         )
+
+
+def _is_finetuning_run(out: Path) -> bool:
+    """Whether `out` holds a fine-tuning run by its layout: a best/ with the task settings."""
+    return any((best / TASK_FILE).is_file() for best in [out / BEST_DIR, *out.glob("seed-*/best")])
 
 
 # --- the model card -------------------------------------------------------------------------------

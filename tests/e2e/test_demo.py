@@ -166,7 +166,9 @@ def test_demo_tells_the_whole_story(tmp_path, lang, shipped_models) -> None:
 
 def _an_interrupted_demo_keeps_the_earlier_one(out: Path, lang: str, recipe) -> None:
     """A second demo into the same folder deleted the first one's pretrain/ and finetune/ before
-    its own existed: interrupted (Ctrl-C), it left neither."""
+    its own existed: interrupted (Ctrl-C), it left neither. (The first one is taken for a demo
+    by its results.json too, as one written before demos said whose folder they were.)"""
+    (out / ".bertlab-run").unlink()
     before = {str(path): path.read_bytes() for path in out.rglob("*") if path.is_file()}
 
     def interrupted(*args, **kwargs):
@@ -177,6 +179,8 @@ def _an_interrupted_demo_keeps_the_earlier_one(out: Path, lang: str, recipe) -> 
         patch.setattr(demo, "run_pretraining", interrupted)  # step 2, its vocabulary trained
         with pytest.raises(KeyboardInterrupt):
             run_demo(out, 0.05, lang, SEEDS, False, lambda line: None, recipe)
+    assert (out / ".bertlab-run").read_text() == "demo\n"
+    (out / ".bertlab-run").unlink()
     assert {str(path): path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
 
 

@@ -299,3 +299,8 @@ def test_finetune_overwrite_replaces_only_a_run_that_bertlab_wrote(tmp_path, tas
     (tmp_path / "demo" / ".bertlab-run").write_text("demo\n", encoding="utf-8")
     code, stderr = run_cli(capsys, *finetune, tmp_path / "demo")
     assert_one_line_error(code, stderr, "holds a run of bertlab demo; choose another --out")
+    earlier = tmp_path / "earlier"  # a run of a bertlab that wrote no .bertlab-run: replaced
+    assert run_cli(capsys, *finetune, earlier)[0] == 0
+    (earlier / ".bertlab-run").unlink()
+    code, stderr = run_cli(capsys, *finetune, earlier)
+    assert code == 0, stderr

@@ -17,6 +17,7 @@ from safetensors import SafetensorError
 from bertlab.core import atomic
 from bertlab.core.atomic import (
     LOCK_FILE,
+    OWNER_FILE,
     WriteError,
     atomic_directory,
     atomic_file,
@@ -367,6 +368,8 @@ def test_a_run_directory_is_claimed_by_one_command_and_only_when_nothing_else_is
         "them out, or choose another out"
     )
     assert sorted(path.name for path in mine.iterdir()) == ["result.json", "seed-1"]
+    claim(mine, "finetune", OUTPUTS, lambda directory: (directory / "seed-1").is_dir())
+    assert (mine / OWNER_FILE).read_text() == "finetune\n"  # a run from before the owner file
     refused = tmp_path / "refused"
     with pytest.raises(ValueError), run_lock(refused):
         claim(refused, "finetune", OUTPUTS)
