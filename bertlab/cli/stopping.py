@@ -18,7 +18,6 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process ended by SIGTERM
 TERMINATED = "SIGTERM"  # the argument of the KeyboardInterrupt that SIGTERM raises
@@ -29,23 +28,28 @@ class _InterruptOnSigterm:
 
     A SIGTERM sent to the command's process group (a scheduler's, `kill -TERM -PGID`) also ends
     its workers, as it should; their ends are part of the stop, not failures to report. So the
-    handler first sets SIGCHLD back to its default (`sigchld_handler` keeps the one it replaces):
+    handler first makes SIGCHLD do nothing, for the rest of the process (which the stop ends):
     torch's data loader handles SIGCHLD by raising "DataLoader worker (pid N) is killed by
-    signal: Terminated", which would end the orderly stop in a traceback.
+    signal: Terminated", in the middle of the stop or when the loader is collected at exit.
+    (Nothing, not the default: a SIGCHLD that came before would then be reported as "ignored
+    due to race condition"; and not SIG_IGN, under which the system reaps children before
+    their waiters.)
     """
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.sigchld_handler: Any = None  # SIGCHLD's handler before the stop, when it replaced it
 
     def __call__(self, signum: int, frame: object) -> None:
         if os.getpid() != self.pid:  # a forked process that still has the handler: die
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        if self.sigchld_handler is None:
-            self.sigchld_handler = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, _a_worker_ended)
         raise KeyboardInterrupt(TERMINATED)
+
+
+def _a_worker_ended(signum: int, frame: object) -> None:
+    """SIGCHLD while a command stops: a worker ended with it, as it should."""
 
 
 def _is_installed() -> bool:
@@ -90,15 +94,12 @@ def sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    handler = _InterruptOnSigterm(os.getpid())
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = signal.signal(signal.SIGTERM, _InterruptOnSigterm(os.getpid()))
     try:
         yield
     finally:
         if previous is not None:  # None: a handler not installed from Python, kept as it is
             signal.signal(signal.SIGTERM, previous)
-        if handler.sigchld_handler is not None:
-            signal.signal(signal.SIGCHLD, handler.sigchld_handler)
 
 
 def is_terminated(interrupt: KeyboardInterrupt) -> bool:
