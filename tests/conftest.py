@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gzip
 import hashlib
 import os
 import random
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -520,3 +522,62 @@ def another_writer() -> Callable[[Path], contextlib.AbstractContextManager[int]]
     """`with another_writer(out) as pid:` OUT is locked by another process (`run_lock`) while
     the block runs; its pid is what a refused command must name."""
     return _held_by_another_process
+
+
+# --- the demo with a tiny recipe and a stand-in shipped model (the real ones take minutes) -------
+
+TINY_DEMO = {
+    "vocab_size": 2000,
+    "num_hidden_layers": 1,
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_seq_length": 64,
+    "finetune_epochs": 1,
+}
+TINY_DEMO_TRAIN, TINY_DEMO_TEST = 300, 100  # labelled rows: enough for a run, fast to fine-tune
+TINY_DEMO_REVIEWS = 400  # unlabelled reviews: enough for a tiny run, fast to tokenize
+
+
+@pytest.fixture
+def tiny_demo_recipe(tmp_path) -> Callable[[str], object]:
+    """`tiny_demo_recipe(lang)`: the language's demo recipe with a tiny model, its first reviews
+    and its first labelled rows (files under tmp_path); every field one of `DemoRecipe`'s."""
+    from bertlab.apps.demo_config import DATA_DIR, RECIPES
+
+    def head(name: str, rows: int) -> str:
+        lines = (DATA_DIR / name).read_text(encoding="utf-8").splitlines()
+        path = tmp_path / name
+        path.write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
+        return str(path)
+
+    def recipe(lang: str):
+        chosen = RECIPES[lang]
+        with gzip.open(DATA_DIR / chosen.corpus, "rt", encoding="utf-8") as source:
+            reviews = source.read().split("\n\n")[:TINY_DEMO_REVIEWS]
+        corpus = tmp_path / "reviews.txt"
+        corpus.write_text("\n\n".join(reviews) + "\n", encoding="utf-8")
+        return dataclasses.replace(
+            chosen,
+            corpus=str(corpus),
+            train_file=head(chosen.train_file, TINY_DEMO_TRAIN),
+            test_file=head(chosen.test_file, TINY_DEMO_TEST),
+            **TINY_DEMO,
+        )
+
+    return recipe
+
+
+@pytest.fixture
+def shipped_models(tmp_path, monkeypatch, hub_model_folder) -> Path:
+    """bertlab.core.hub.SHIPPED_DIR holding the tiny released model as both languages' shipped
+    model: another shape and vocabulary than the demo's."""
+    from bertlab.apps.demo_config import RECIPES
+    from bertlab.core import hub
+
+    shipped = tmp_path / "shipped"
+    for lang in RECIPES:
+        name = RECIPES[lang].shipped_model.removeprefix(hub.SHIPPED_PREFIX)
+        shutil.copytree(hub_model_folder, shipped / name)
+    monkeypatch.setattr(hub, "SHIPPED_DIR", shipped)
+    return shipped

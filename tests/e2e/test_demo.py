@@ -3,11 +3,8 @@ minutes)."""
 
 from __future__ import annotations
 
-import dataclasses
-import gzip
 import importlib
 import json
-import shutil
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,70 +12,20 @@ from types import SimpleNamespace
 import pytest
 
 from bertlab.apps import demo
-from bertlab.apps.demo import DATA_DIR, RECIPES, run_demo
+from bertlab.apps.demo import run_demo
 from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH, WORD_VECTORS
 from bertlab.apps.flows import compare, sign_test
 from bertlab.cli import main
-from bertlab.core import hub, optional
+from bertlab.core import optional
 
-TINY = {
-    "vocab_size": 2000,
-    "num_hidden_layers": 1,
-    "hidden_size": 32,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "max_seq_length": 64,
-    "finetune_epochs": 1,
-}
 MODELS = ("pre-trained", "word vectors", "from scratch", SHIPPED, SHIPPED_SCRATCH)
-NUM_TRAIN, NUM_TEST = 300, 100  # labelled rows: enough for a run, fast to fine-tune
 SEEDS = (1,)  # one seed of five rows: the pairing of seeds is tested in tests/unit/test_flows.py
 
 
-def _small_corpus(recipe, directory: Path) -> Path:
-    """The recipe's first 400 reviews: enough for a tiny run, fast to tokenize."""
-    with gzip.open(DATA_DIR / recipe.corpus, "rt", encoding="utf-8") as source:
-        reviews = source.read().split("\n\n")[:400]
-    path = directory / "reviews.txt"
-    path.write_text("\n\n".join(reviews) + "\n", encoding="utf-8")
-    return path
-
-
-def _head(name: str, rows: int, directory: Path) -> str:
-    """The header and first `rows` rows of a labelled demo file, as an absolute path."""
-    lines = (DATA_DIR / name).read_text(encoding="utf-8").splitlines()
-    path = directory / name
-    path.write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
-    return str(path)
-
-
-def _tiny_recipe(lang: str, directory: Path):
-    recipe = RECIPES[lang]
-    return dataclasses.replace(
-        recipe,
-        corpus=str(_small_corpus(recipe, directory)),
-        train_file=_head(recipe.train_file, NUM_TRAIN, directory),
-        test_file=_head(recipe.test_file, NUM_TEST, directory),
-        **TINY,
-    )
-
-
-@pytest.fixture
-def shipped_models(tmp_path, monkeypatch, hub_model_folder) -> Path:
-    """bertlab.core.hub.SHIPPED_DIR holding the tiny released model as both languages' shipped
-    model: another shape and vocabulary than the demo's."""
-    shipped = tmp_path / "shipped"
-    for lang in RECIPES:
-        name = RECIPES[lang].shipped_model.removeprefix(hub.SHIPPED_PREFIX)
-        shutil.copytree(hub_model_folder, shipped / name)
-    monkeypatch.setattr(hub, "SHIPPED_DIR", shipped)
-    return shipped
-
-
 @pytest.mark.parametrize("lang", ["en", pytest.param("zh", marks=pytest.mark.slow)])
-def test_demo_tells_the_whole_story(tmp_path, lang, shipped_models) -> None:
+def test_demo_tells_the_whole_story(tmp_path, lang, shipped_models, tiny_demo_recipe) -> None:
     lines: list[str] = []
-    recipe = _tiny_recipe(lang, tmp_path)
+    recipe = tiny_demo_recipe(lang)
     tmp_path = tmp_path / "demo"
     result = run_demo(tmp_path, 0.05, lang, SEEDS, False, lines.append, recipe)
     text = "\n".join(lines)
@@ -211,7 +158,7 @@ def test_demo_refuses_minutes_that_would_never_end(capsys, tmp_path, shipped_mod
 
 
 def test_demo_without_gensim_skips_the_word_vectors_and_runs_the_rest(
-    tmp_path, monkeypatch, shipped_models
+    tmp_path, monkeypatch, shipped_models, tiny_demo_recipe
 ) -> None:
     """As on a machine without gensim (bertlab.core.optional): importing it fails as when it is not
     installed, the word-vector step and its row are skipped in one line, the rest runs."""
@@ -223,7 +170,7 @@ def test_demo_without_gensim_skips_the_word_vectors_and_runs_the_rest(
 
     monkeypatch.setattr(optional, "importlib", SimpleNamespace(import_module=import_module))
     lines: list[str] = []
-    recipe = _tiny_recipe("en", tmp_path)
+    recipe = tiny_demo_recipe("en")
     out = tmp_path / "demo"
     result = run_demo(out, 0.05, "en", SEEDS, False, lines.append, recipe)
     text = "\n".join(lines).replace(str(tmp_path), "TMP")  # the test's name says gensim
