@@ -81,7 +81,9 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertlab.core.atomic import run_lock
+    from bertlab.core.outputs import check_outputs
     from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+    from bertlab.tokenizer.wordpiece import TOKENIZER_FILES
 
     config = TokenizerTrainingConfig(
         vocab_size=args.vocab_size,
@@ -93,6 +95,7 @@ def run_tokenizer_train(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} exists and is not a directory")
+    check_outputs({"the corpus": args.corpus}, {"--out": [out / name for name in TOKENIZER_FILES]})
     with run_lock(out):  # one writer: two runs into one --out would mix their files
         tokenizer, report = train_tokenizer(
             args.corpus, config, not args.no_progress, corpus_reading(args)

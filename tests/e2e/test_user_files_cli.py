@@ -115,6 +115,17 @@ def test_word2vec_refuses_to_save_its_vectors_over_its_corpus(pretrain_files, tm
     assert files_and_bytes(tmp_path) == before
 
 
+def test_tokenizer_train_refuses_to_write_its_vocabulary_over_its_corpus(tmp_path, capsys):
+    """A corpus named vocab.txt in --out: the vocabulary replaced it."""
+    corpus = tmp_path / "vocab.txt"
+    corpus.write_text("a b c\n" * 50, encoding="utf-8")
+    before = files_and_bytes(tmp_path)
+    code, stderr = run_cli(capsys, "tokenizer", "train", corpus, "--vocab-size", "50",
+                           "--out", tmp_path)  # fmt: skip
+    assert_one_line_error(code, stderr, f"--out {corpus} is the corpus {corpus}")
+    assert files_and_bytes(tmp_path) == before
+
+
 def test_pretrain_refuses_an_out_inside_the_corpus_cache(tiny_pretrain_args, tmp_path, capsys):
     """`pretrain --corpus-cache cache --out cache/run` was accepted; a later run with another
     tokenizer and the same cache rebuilt it, and deleted cache/run with its final model."""
