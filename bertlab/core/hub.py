@@ -24,6 +24,7 @@ says what happened and suggests passing a local folder.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import re
@@ -63,6 +64,24 @@ SAFETENSORS_FILES = (
     "model-*-of-*.safetensors",
 )
 LEGACY_WEIGHTS_FILES = ("pytorch_model.bin",)
+# Everything a model folder may hold (glob patterns): what may be replaced when one is saved over.
+MODEL_FOLDER_FILES = (
+    *MODEL_FILES,
+    *SAFETENSORS_FILES,
+    *LEGACY_WEIGHTS_FILES,
+    "special_tokens_map.json",
+)
+
+
+def not_model_files(folder: str | os.PathLike) -> list[str]:
+    """The names in `folder` (an existing one) that no model folder holds (`MODEL_FOLDER_FILES`):
+    the user's files, which saving a model over the folder would delete."""
+    return sorted(
+        path.name
+        for path in Path(folder).iterdir()
+        if not any(fnmatch.fnmatch(path.name, pattern) for pattern in MODEL_FOLDER_FILES)
+    )
+
 
 # The Hub moved Google's BERTs from unprefixed names to the google-bert organization; the old
 # names still redirect online. Asking for the new name first shares the cache with anyone who

@@ -356,7 +356,18 @@ class PretrainedBert:
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the model and its tokenizer (and a task head's task settings) into `directory`,
-        whole or not at all; `load(directory)` and every `--model` read it."""
+        whole or not at all; `load(directory)` and every `--model` read it. An earlier model
+        there is replaced; a folder holding anything else is refused.
+
+        Raises:
+            ValueError: `directory` holds files that are no model's (the user's own).
+        """
+        others = hub.not_model_files(directory) if Path(directory).is_dir() else []
+        if others:
+            raise ValueError(
+                f"{directory} holds {', '.join(others)}, which no model folder has: save() "
+                "replaces the folder whole; choose another folder"
+            )
         with atomic_directory(directory) as temporary:
             if self.task is not None:
                 write_task_model(temporary, self.model, self.tokenizer, self.task)

@@ -315,3 +315,26 @@ def test_finetune_overwrite_replaces_only_a_run_that_bertlab_wrote(tmp_path, tas
     (earlier / ".bertlab-run").unlink()
     code, stderr = run_cli(capsys, *finetune, earlier)
     assert code == 0, stderr
+
+
+def test_save_replaces_a_model_folder_but_no_other(tmp_path, hub_model_folder):
+    """`save(folder)` replaced the folder whole, whatever it held: `save('.')` from a project
+    folder would have deleted the project."""
+    import bertlab
+
+    model = bertlab.load(hub_model_folder)
+    saved = tmp_path / "my-model"
+    model.save(saved)
+    model.save(saved)  # an earlier model is replaced
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("my notes\n", encoding="utf-8")
+    (project / "config.json").write_text("{}", encoding="utf-8")
+    before = files_and_bytes(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        model.save(project)
+    assert str(raised.value) == (
+        f"{project} holds notes.txt, which no model folder has: save() replaces the folder "
+        "whole; choose another folder"
+    )
+    assert files_and_bytes(tmp_path) == before
