@@ -50,21 +50,8 @@ command's wall time.
     flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/vs_transformers_trainer.py run \\
         --sizes mini:300,base:150 --finetune --json results.json
 
-A shorter comparison of speed alone (`throughput`): training tokens/s of several arms, each
-SIDE:PRECISION[:OMP_WAIT_POLICY][@TREE] (hf or bertlab; fp32, or bf16: `TrainingArguments(bf16=
-True)` on the Trainer's side, bf16 autocast on the CPU, and `--precision bf16` on bertlab's; the
-wait policy given to that process; TREE: a checkout whose bertlab that arm imports, first on
-PYTHONPATH), interleaved round by round, each in a fresh process for `--seconds` from its launch,
-no held-out evaluation; ratios within a round. `profile`: torch.profiler's self CPU time per
-operator, grouped (matmul, attention, dropout, GELU, LayerNorm, MLM loss, AdamW, ...), over a
-few steps of each arm's real run. `--vocab` (all three): another WordPiece vocab.txt (the MLM
-head's width is its size).
-
-    flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/vs_transformers_trainer.py \\
-        throughput --size mini --seconds 50 --rounds 3 --megabytes 1 \\
-        --vocab bertlab/models/mini-reviews-en/vocab.txt  # hf/bertlab x fp32/bf16
-    flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/vs_transformers_trainer.py \\
-        profile --size mini --steps 5 --vocab bertlab/models/mini-reviews-en/vocab.txt
+Speed alone, each side's training step in steady state at equal precision, and where a step's
+time goes: `benchmarks/step_vs_trainer.py`.
 """
 
 # Shapes: B batch, L sequence length (128), V vocab.
@@ -117,7 +104,6 @@ SHAPES = {
 }
 VOCAB_SIZE = 30522  # bert-base-uncased
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast on both sides (TrainingArguments(bf16=True))
-WAIT_POLICIES = ("default", "PASSIVE", "ACTIVE")  # OMP_WAIT_POLICY given to a side's process
 
 
 def use_vocab(path: str | None) -> None:
@@ -233,102 +219,6 @@ def pretraining_flops_per_sequence(size: str, predicted: float) -> float:
     return float(encoder + attention + mlm_head)
 
 
-# --- where a step's time goes ---------------------------------------------------------------------
-
-PROFILE_WAIT, PROFILE_WARMUP = 8, 2  # steps before the profiler records, then warms up
-# Self CPU time of torch's operators, grouped (the first pattern that a name contains wins).
-OP_GROUPS = (
-    ("MLM loss (log_softmax + nll)", ("log_softmax", "nll_loss")),  # before softmax's patterns
-    ("attention: fused SDPA kernel", ("_flash_attention", "_efficient_attention")),
-    ("attention: SDPA's math path, own time", ("scaled_dot_product",)),
-    ("attention: softmax (math path, eager)", ("softmax_backward", "aten::_softmax")),
-    ("GELU", ("gelu",)),
-    ("LayerNorm", ("layer_norm",)),
-    ("dropout", ("bernoulli", "dropout")),
-    ("matmul (addmm/mm/linear)", ("addmm", "aten::mm", "matmul", "linear", "mkldnn")),
-    ("attention: bmm (math path, eager)", ("bmm",)),
-    ("optimizer (AdamW)", ("adam",)),
-    ("gradient clipping", ("foreach_norm", "clip_grad", "linalg_vector_norm", "_foreach_mul")),
-    ("embedding (+ backward)", ("embedding",)),
-    ("gather/index (masked positions)", ("index", "gather", "masked_select", "nonzero", "where")),
-    ("copy/cast (dtype, contiguous)", ("copy_", "_to_copy", "aten::to", "contiguous", "clone")),
-    ("elementwise (add/mul/fill/sum)", ("add", "mul", "fill_", "zero_", "sum", "div", "sub")),
-)
-
-
-def op_group(name: str) -> str:
-    lower = name.lower()
-    for group, patterns in OP_GROUPS:
-        if any(pattern in lower for pattern in patterns):
-            return group
-    return "other"
-
-
-class StepProfile:
-    """Every training step's end time, and torch.profiler over `steps` steps after
-    PROFILE_WAIT + PROFILE_WARMUP (0: no profiler; the run then ends at its budget)."""
-
-    def __init__(self, steps: int, out: Path) -> None:
-        import torch
-
-        self.steps, self.out = steps, out
-        self.ends = [time.perf_counter()]
-        self.profiler = None
-        if steps:
-            self.profiler = torch.profiler.profile(
-                activities=[torch.profiler.ProfilerActivity.CPU],
-                schedule=torch.profiler.schedule(
-                    wait=PROFILE_WAIT, warmup=PROFILE_WARMUP, active=steps, repeat=1
-                ),
-            )
-            self.profiler.start()
-
-    @property
-    def total_steps(self) -> int:
-        return PROFILE_WAIT + PROFILE_WARMUP + self.steps + 1
-
-    def step(self) -> None:
-        self.ends.append(time.perf_counter())
-        if self.profiler is not None:
-            self.profiler.step()
-
-    def done(self, step: int) -> bool:
-        return bool(self.steps) and step >= self.total_steps
-
-    def finish(self) -> None:
-        if self.profiler is None:
-            return
-        self.profiler.stop()
-        averages = self.profiler.key_averages()
-        ops = [
-            {
-                "name": event.key,
-                "group": op_group(event.key),
-                "self_cpu_ms": event.self_cpu_time_total / 1e3 / self.steps,
-                "cpu_total_ms": event.cpu_time_total / 1e3 / self.steps,
-                "calls": event.count / self.steps,
-            }
-            for event in averages
-        ]
-        groups: dict[str, float] = {}
-        for op in ops:
-            groups[op["group"]] = groups.get(op["group"], 0.0) + op["self_cpu_ms"]
-        gaps = [b - a for a, b in zip(self.ends, self.ends[1:], strict=False)]
-        write_json(
-            self.out / "profile.json",
-            {
-                "profiled_steps": self.steps,
-                # steps 2..PROFILE_WAIT: before the profiler records (step 1 warms up kernels)
-                "step_s_unprofiled": gaps[1:PROFILE_WAIT],
-                "step_s_profiled": gaps[PROFILE_WAIT + PROFILE_WARMUP :][: self.steps],
-                "groups_self_cpu_ms": groups,
-                "ops": sorted(ops, key=lambda op: -op["self_cpu_ms"]),
-            },
-        )
-        table = averages.table(sort_by="self_cpu_time_total", row_limit=45)
-        (self.out / "profile.txt").write_text(table)
-
-
 # --- the Trainer way ------------------------------------------------------------------------------
 
 
@@ -421,19 +311,16 @@ def hf_pretrain(args: argparse.Namespace) -> None:
             return self.lr_scheduler
 
     snapshots = Snapshots(Path(args.out), args.launch_time, args.budget, args.marks)
-    profile: list[StepProfile] = []
 
     class Budget(TrainerCallback):
         def on_train_begin(self, _args, state, control, **kwargs):
             train_start.append(time.time())
-            profile.append(StepProfile(args.profile_steps, Path(args.out)))
 
         def on_step_end(self, _args, state, control, **kwargs):
-            profile[0].step()
             tokens = state.global_step * batch_size * SEQ_LEN  # grouped texts: no padding
             seconds = time.time() - train_start[0]
             snapshots.maybe_save(kwargs["model"].state_dict(), state.global_step, tokens, seconds)
-            if time.time() >= deadline or profile[0].done(state.global_step):
+            if time.time() >= deadline:
                 control.should_training_stop = True
 
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=MLM_PROBABILITY)
@@ -445,7 +332,6 @@ def hf_pretrain(args: argparse.Namespace) -> None:
         callbacks=[Budget()],
     )
     trainer.train()
-    profile[0].finish()
     state = trainer.state
     tokens = state.global_step * batch_size * SEQ_LEN
     snapshots.save(model.state_dict(), state.global_step, tokens, time.time() - train_start[0])
@@ -521,23 +407,10 @@ def bertlab_pretrain(args: argparse.Namespace) -> None:
     tokenized_at = time.time()
     final_save = 8.0 if args.size == "base" else 2.0  # seconds to write the last checkpoint
     remaining = args.launch_time + args.budget - time.time() - final_save
-    profile = StepProfile(args.profile_steps, out)
-    if args.profile_steps:
-        from bertlab.training import loop
-
-        train_step = loop._Run._step
-
-        def profiled_step(self, *step_args, **step_kwargs):
-            stats = train_step(self, *step_args, **step_kwargs)
-            profile.step()
-            return stats
-
-        loop._Run._step = profiled_step
-    duration = {"max_steps": profile.total_steps} if args.profile_steps else {"max_time": remaining}
     run = PretrainRun(
         corpus=(args.text,),
         out=out / "run",
-        **duration,
+        max_time=remaining,
         tokenizer=VOCAB,
         model_size=args.size,
         lang="en",
@@ -547,7 +420,7 @@ def bertlab_pretrain(args: argparse.Namespace) -> None:
         mlm_probability=MLM_PROBABILITY,
         batch_size=BATCH_SIZES.get(args.size, BATCH_SIZE),
         learning_rate=LEARNING_RATE,
-        warmup_fraction=WARMUP_FRACTION,
+        warmup_proportion=WARMUP_FRACTION,
         schedule="linear",
         weight_decay=WEIGHT_DECAY,
         seed=SEED,
@@ -558,7 +431,6 @@ def bertlab_pretrain(args: argparse.Namespace) -> None:
     )
     train_start = time.time()
     result = run_pretraining(run, show_progress=False, say=lambda line: print(line, flush=True))
-    profile.finish()
     records = []
     for checkpoint in list_checkpoints(out / "run"):
         progress = load_state(checkpoint)["progress"]
@@ -885,28 +757,19 @@ def pretrain_side(
     work: Path,
     precision: str = "fp32",
     marks: int | None = None,
-    wait_policy: str = "default",
     name: str | None = None,
-    profile_steps: int = 0,
-    tree: str = "",
 ) -> dict[str, Any]:
-    """One side's run in a fresh process. wait_policy: OMP_WAIT_POLICY for that process
-    ("default": as inherited; bertlab's import then sets PASSIVE, the Trainer's process keeps
-    OpenMP's own)."""
+    """One side's run in a fresh process."""
     out = work / (name or f"{side}-{size}")
     subprocess.run(["rm", "-rf", str(out), f"{out}-corpus"], check=True)
     out.mkdir(parents=True)
     env = dict(os.environ)
-    if wait_policy != "default":
-        env["OMP_WAIT_POLICY"] = wait_policy
-    if tree:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
     launch = time.time()
     argv = [
         sys.executable, __file__, f"{side}-pretrain", "--size", size, "--budget", str(budget),
         "--launch-time", repr(launch), "--text", str(inputs["train"]), "--out", str(out),
         "--marks", str(marks or MARKS.get(size, 4)), "--precision", precision,
-        "--vocab", str(VOCAB), "--profile-steps", str(profile_steps),
+        "--vocab", str(VOCAB),
     ]  # fmt: skip
     process = run_process(argv, out / "log.txt", env)
     side_record = json.loads((out / "side.json").read_text())
@@ -1068,180 +931,6 @@ def run(args: argparse.Namespace) -> None:
         write_json(Path(args.json), results)
 
 
-def parse_arm(text: str) -> dict[str, str]:
-    """'SIDE:PRECISION[:WAIT][@TREE]' (hf|bertlab, fp32|bf16, default|PASSIVE|ACTIVE; TREE: a
-    checkout whose bertlab the side's process imports, put first on PYTHONPATH) as a dict."""
-    text, _, tree = text.partition("@")
-    parts = text.split(":")
-    side, precision = parts[0], parts[1] if len(parts) > 1 else "fp32"
-    wait = parts[2] if len(parts) > 2 else "default"
-    if side not in ("hf", "bertlab") or precision not in PRECISIONS or wait not in WAIT_POLICIES:
-        raise SystemExit(f"--arms: {text!r} is not SIDE:PRECISION[:WAIT]")
-    arm = text + (f"@{tree}" if tree else "")
-    return {"arm": arm, "side": side, "precision": precision, "wait_policy": wait, "tree": tree}
-
-
-def throughput(args: argparse.Namespace) -> None:
-    """Training tokens/s of each arm, the arms interleaved round by round (the order reversed
-    every other round), each in a fresh process for `--seconds` of wall time from its launch;
-    no held-out evaluation. Ratios are taken within a round (against `--reference`), then the
-    median over the rounds."""
-    import statistics
-
-    import torch
-
-    use_vocab(args.vocab)
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    arms = [parse_arm(text) for text in args.arms.split(",") if text]
-    reference = args.reference or arms[0]["arm"]
-    inputs = write_corpus_slices(work, args.megabytes)
-    results: dict[str, Any] = {
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cores": os.cpu_count(),
-        "cpu": cpu_name(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "size": args.size,
-        "seconds": args.seconds,
-        "vocab": str(VOCAB),
-        "vocab_size": VOCAB_SIZE,
-        "megabytes": args.megabytes,
-        "matmul_peak_flops": [matmul_peak()],
-        "runs": [],
-    }
-    for round_index in range(args.rounds):
-        order = arms if round_index % 2 == 0 else arms[::-1]
-        for arm in order:
-            name = f"tp-{arm['arm'].replace(':', '-').replace('@', '-').replace('/', '_')}"
-            result = pretrain_side(
-                arm["side"], args.size, args.seconds, inputs, work, arm["precision"],
-                marks=1, wait_policy=arm["wait_policy"], name=name, tree=arm["tree"],
-            )  # fmt: skip
-            side, last = result["side"], result["snapshots"][-1]
-            record = (
-                arm
-                | {
-                    "round": round_index,
-                    "steps": side["steps"],
-                    "tokens": side["tokens"],
-                    "train_s": last["train_s"],
-                    "tokens_per_second": side["tokens"] / last["train_s"],
-                    "threads": side.get("threads"),
-                    "bertlab": side.get("bertlab"),
-                }
-                | result["process"]
-            )
-            results["runs"].append(record)
-            print(json.dumps(record), flush=True)
-    results["matmul_peak_flops"].append(matmul_peak())
-    summary = []
-    for arm in arms:
-        values = [r["tokens_per_second"] for r in results["runs"] if r["arm"] == arm["arm"]]
-        ratios = []
-        for round_index in range(args.rounds):
-            by_arm = {r["arm"]: r for r in results["runs"] if r["round"] == round_index}
-            ratios.append(
-                by_arm[arm["arm"]]["tokens_per_second"] / by_arm[reference]["tokens_per_second"]
-            )
-        summary.append(
-            {
-                "arm": arm["arm"],
-                "tokens_per_second": values,
-                "median": statistics.median(values),
-                "spread": (max(values) - min(values)) / statistics.median(values),
-                "ratios": ratios,
-                "median_ratio": statistics.median(ratios),
-            }
-        )
-    results["summary"] = summary
-    results["reference"] = reference
-    lines = [
-        f"{results['cpu']}, {results['threads']} threads, torch {results['torch']}; {args.size}, "
-        f"vocabulary {VOCAB_SIZE:,}, batch {BATCH_SIZES.get(args.size, BATCH_SIZE)} x {SEQ_LEN}, "
-        f"{args.seconds:.0f} s per run from launch; fp32 matmul peak (start, end) "
-        + ", ".join(f"{p / 1e9:.0f}" for p in results["matmul_peak_flops"])
-        + " GFLOP/s",
-        "",
-        f"| arm | tokens/s, training (each round) | median | spread | ratio to {reference}, "
-        "same round (each) | median ratio |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in summary:
-        lines.append(
-            f"| {row['arm']} | {', '.join(f'{v:,.0f}' for v in row['tokens_per_second'])} | "
-            f"{row['median']:,.0f} | {row['spread']:.1%} | "
-            f"{', '.join(f'{v:.2f}' for v in row['ratios'])} | **{row['median_ratio']:.2f}x** |"
-        )
-    print("\n".join(lines))
-    if args.json:
-        write_json(Path(args.json), results)
-
-
-def profile_arms(args: argparse.Namespace) -> None:
-    """Where one training step's time goes, per arm: torch.profiler's self CPU time of the
-    operators, grouped (OP_GROUPS), per step, over `--steps` steps of the real run (the Trainer
-    with its collator, `run_pretraining` with its stream), after PROFILE_WAIT unprofiled steps
-    whose median time is given too (the profiler itself slows a step down)."""
-    import statistics
-
-    use_vocab(args.vocab)
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    arms = [parse_arm(text) for text in args.arms.split(",") if text]
-    inputs = write_corpus_slices(work, args.megabytes)
-    profiles = {}
-    for arm in arms:
-        name = f"profile-{arm['arm'].replace(':', '-').replace('@', '-').replace('/', '_')}"
-        pretrain_side(
-            arm["side"], args.size, 600.0, inputs, work, arm["precision"], marks=1,
-            wait_policy=arm["wait_policy"], name=name, profile_steps=args.steps, tree=arm["tree"],
-        )  # fmt: skip
-        profiles[arm["arm"]] = json.loads((work / name / "profile.json").read_text())
-        print(f"{arm['arm']}: {work / name / 'profile.txt'}", flush=True)
-    names, runs = list(profiles), list(profiles.values())
-    groups = [group for group, _ in OP_GROUPS] + ["other"]
-    lines = [
-        f"{cpu_name()}; {args.size}, vocabulary {VOCAB_SIZE:,}; ms per step (self CPU time of the "
-        f"operators, torch.profiler, mean of {args.steps} steps)",
-        "",
-        "| | " + " | ".join(names) + " |",
-        "|---|" + "---|" * len(names),
-        "| step, unprofiled (median of steps 2-8) | "
-        + " | ".join(f"{statistics.median(p['step_s_unprofiled']) * 1e3:,.0f}" for p in runs)
-        + " |",
-        "| step, profiled (mean) | "
-        + " | ".join(f"{statistics.mean(p['step_s_profiled']) * 1e3:,.0f}" for p in runs)
-        + " |",
-    ]  # fmt: skip
-    for group in groups:
-        values = [p["groups_self_cpu_ms"].get(group, 0.0) for p in profiles.values()]
-        if max(values) >= 0.5:
-            lines.append(f"| {group} | " + " | ".join(f"{v:,.1f}" for v in values) + " |")
-    lines.append("")
-    for name, profile in profiles.items():
-        top = ", ".join(
-            f"{op['name']} {op['self_cpu_ms']:.1f} ({op['calls']:.0f})"
-            for op in profile["ops"][:12]
-        )
-        lines.append(f"- {name}, the top operators, ms per step (calls): {top}")
-    print("\n".join(lines))
-    if args.json:
-        write_json(Path(args.json), {"cpu": cpu_name(), "profiles": profiles})
-
-
-def cpu_name() -> str:
-    """The CPU's model name and whether it has bf16 units (avx512_bf16, amx_bf16), from /proc."""
-    name, flags = "unknown CPU", set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name") and name == "unknown CPU":
-            name = line.split(":", 1)[1].strip()
-        elif line.startswith("flags") and not flags:
-            flags = set(line.split(":", 1)[1].split())
-    units = [flag for flag in ("avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
-    return f"{name} ({', '.join(units) or 'no AVX-512'})"
-
-
 def markdown(results: dict[str, Any]) -> str:
     lines = [
         "fp32 matmul peak (start, end): "
@@ -1318,33 +1007,6 @@ def main() -> None:
     everything.add_argument("--json", default=None)
     everything.add_argument("--vocab", default=None, help="vocab.txt (bert-base-uncased's)")
     everything.set_defaults(handler=run)
-    speed = commands.add_parser(
-        "throughput", help="training tokens/s only, arms interleaved, a shorter comparison"
-    )
-    speed.add_argument("--size", default="mini")
-    speed.add_argument("--seconds", type=float, default=60.0, help="wall time per run")
-    speed.add_argument("--rounds", type=int, default=2)
-    speed.add_argument(
-        "--arms",
-        default="hf:fp32,hf:bf16,bertlab:fp32,bertlab:bf16",
-        help="SIDE:PRECISION[:OMP_WAIT_POLICY][@TREE],... (hf|bertlab, fp32|bf16, "
-        "default|PASSIVE|ACTIVE; TREE: the checkout whose bertlab that arm imports)",
-    )
-    speed.add_argument("--reference", default=None, help="the arm ratios are to (the first)")
-    speed.add_argument("--megabytes", type=float, default=1.0, help="per corpus")
-    speed.add_argument("--vocab", default=None, help="vocab.txt (bert-base-uncased's)")
-    speed.add_argument("--work-dir", default="/tmp/vs_transformers_trainer_throughput")
-    speed.add_argument("--json", default=None)
-    speed.set_defaults(handler=throughput)
-    where = commands.add_parser("profile", help="per-operator time of training steps, per arm")
-    where.add_argument("--size", default="mini")
-    where.add_argument("--steps", type=int, default=5, help="profiled steps")
-    where.add_argument("--arms", default="hf:fp32,hf:bf16,bertlab:fp32,bertlab:bf16")
-    where.add_argument("--megabytes", type=float, default=0.3, help="per corpus")
-    where.add_argument("--vocab", default=None, help="vocab.txt (bert-base-uncased's)")
-    where.add_argument("--work-dir", default="/tmp/vs_transformers_trainer_profile")
-    where.add_argument("--json", default=None)
-    where.set_defaults(handler=profile_arms)
     for name, handler in (("hf-pretrain", hf_pretrain), ("bertlab-pretrain", bertlab_pretrain)):
         side = commands.add_parser(name)
         side.add_argument("--size", required=True)
@@ -1355,7 +1017,6 @@ def main() -> None:
         side.add_argument("--marks", type=int, default=4)
         side.add_argument("--precision", choices=PRECISIONS, default="fp32")
         side.add_argument("--vocab", default=None)
-        side.add_argument("--profile-steps", type=int, default=0, help="torch.profiler steps")
         side.set_defaults(handler=handler)
     finetune = commands.add_parser("hf-finetune")
     finetune.add_argument("--task", choices=("sst2", "conll2003"), required=True)
