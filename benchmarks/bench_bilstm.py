@@ -21,7 +21,8 @@ import time
 import torch
 from torch import nn
 
-from bertlab.network.feature_heads import NUM_LSTM_LAYERS, BiLSTM
+from bertlab.network.feature_head_config import NUM_LSTM_LAYERS
+from bertlab.network.feature_heads import BiLSTM
 
 SHAPES = {"CoNLL-2003 sentence": (24, 18), "SQuAD window": (256, 200)}  # (L, shortest length)
 

@@ -15,7 +15,7 @@ then fine-tuned with the same fine-tuning budget and seeds on SST-2, MRPC, CoNLL
 baselines that had no encoder pre-training: a random encoder whose embedding matrix starts from
 word2vec vectors of the same corpus (the pre-2018 recipe) and a random encoder (`random_twin`).
 The feature-based block fine-tunes only the combination, the BiLSTM and the task layer over the
-frozen MLM + NSP encoder (`feature_heads.FeatureHeadConfig`). `model_sizes` adds Table 6: the
+frozen MLM + NSP encoder (`feature_head_config.FeatureHeadConfig`). `model_sizes` adds Table 6: the
 MLM + NSP row again at other shapes with the same budget.
 
 Everything lands in one directory, each step skipped when its output is there, so running the same
@@ -82,7 +82,7 @@ from bertlab.apps.transfer_data import task_splits
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
 from bertlab.data.corpus import build_corpus
-from bertlab.network.feature_heads import FeatureHeadConfig
+from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer

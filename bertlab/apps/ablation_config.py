@@ -15,7 +15,7 @@ from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import CORPORA
 from bertlab.core.config import PRESETS, check_training_time
-from bertlab.network.feature_heads import FeatureHeadConfig
+from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.training.budget import budget_recipe
 from bertlab.training.pretrain_run import PretrainRun
 

@@ -8,7 +8,7 @@ from bertlab.cli.common import CommandError
 
 
 def add_embed_command(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.cli.library_constants import FORMATS, PAIR_SEPARATOR, POOLINGS
+    from bertlab.use.feature_options import FORMATS, PAIR_SEPARATOR, POOLINGS
 
     embed = subparsers.add_parser(
         "embed",
@@ -54,7 +54,8 @@ def run_embed(args: argparse.Namespace) -> int:
     from bertlab.core.hub import resolve
     from bertlab.core.outputs import check_outputs
     from bertlab.core.text_files import read_lines
-    from bertlab.use.features import PAIR_SEPARATOR, extract_features, save_features
+    from bertlab.use.feature_options import PAIR_SEPARATOR
+    from bertlab.use.features import extract_features, save_features
     from bertlab.use.inspection import load_encoder
 
     if (args.input is None) == (args.text is None):

@@ -8,8 +8,7 @@ from bertlab.cli.common import CommandError
 
 
 def add_language_model_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.cli.library_constants import DEFAULT_MAX_NEW_TOKENS
-    from bertlab.cli.library_constants import GENERATE_TOP_K as DEFAULT_TOP_K
+    from bertlab.use.generation_options import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
 
     generate = subparsers.add_parser(
         "generate",

@@ -1,8 +1,8 @@
 """Library constants that `--help` shows, as literals, so that building the parser imports no torch.
 
-The modules that declare them (`bertlab.use.features`, `bertlab.use.neighbours`, the experiments'
-`bertlab.apps`, ...) import torch or gensim, which takes seconds on a busy machine; `bertlab
---help` and `bertlab COMMAND --help` must not wait for that. Each literal names its declaration
+The modules that declare them (the experiments' `bertlab.apps`, pre-training's run) import
+torch, which takes seconds on a busy machine; `bertlab --help` and `bertlab COMMAND --help`
+must not wait for that. Each literal names its declaration
 in DECLARED_IN, and tests/unit/test_cli_light_help.py checks that the two agree, so they cannot
 drift apart.
 """
@@ -13,33 +13,6 @@ from __future__ import annotations
 CORPUS_CACHE_DIR = "corpus"
 DEFAULT_MODEL_SIZE = "mini"
 LANGS = ("auto", "en", "zh")
-# bertlab.network.feature_heads
-LAYER_COMBINATIONS = (
-    "embeddings",
-    "second-to-last",
-    "last",
-    "sum-last-four",
-    "concat-last-four",
-    "sum-all",
-    "scalar-mix",
-)
-# bertlab.core.runtime
-PRECISIONS = ("auto", "fp32", "bf16")
-# bertlab.use.features
-POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last", "pooler")
-FORMATS = ("npy", "safetensors")
-PAIR_SEPARATOR = " ||| "
-# bertlab.use.neighbours: DEFAULT_TOP_K, DEFAULT_LAYER, MAX_OCCURRENCES
-NEIGHBOURS_TOP_K = 10
-NEIGHBOURS_LAYER = -1
-MAX_OCCURRENCES = 2000
-# bertlab.training.word_vectors: the keys of METHODS, WORD_LANGS, WORD_MIN_COUNT
-WORD_METHODS = ("skip-gram", "cbow")
-WORD_LANGS = ("en", "zh")
-WORD_MIN_COUNT = 5
-# bertlab.use.language_model: DEFAULT_TOP_K, DEFAULT_MAX_NEW_TOKENS
-GENERATE_TOP_K = 50
-DEFAULT_MAX_NEW_TOKENS = 40
 # bertlab.apps.transfer_config: TransferConfig's defaults, PRETRAIN_OBJECTIVES, ARMS
 TRANSFER_LANG = "en"
 TRANSFER_BUDGET_MINUTES = 60.0
@@ -81,19 +54,6 @@ DECLARED_IN = (
     ("CORPUS_CACHE_DIR", "bertlab.training.pretrain_run", "CORPUS_CACHE_DIR"),
     ("DEFAULT_MODEL_SIZE", "bertlab.training.pretrain_run", "DEFAULT_MODEL_SIZE"),
     ("LANGS", "bertlab.training.pretrain_run", "LANGS"),
-    ("LAYER_COMBINATIONS", "bertlab.network.feature_heads", "LAYER_COMBINATIONS"),
-    ("PRECISIONS", "bertlab.core.runtime", "PRECISIONS"),
-    ("POOLINGS", "bertlab.use.features", "POOLINGS"),
-    ("FORMATS", "bertlab.use.features", "FORMATS"),
-    ("PAIR_SEPARATOR", "bertlab.use.features", "PAIR_SEPARATOR"),
-    ("NEIGHBOURS_TOP_K", "bertlab.use.neighbours", "DEFAULT_TOP_K"),
-    ("NEIGHBOURS_LAYER", "bertlab.use.neighbours", "DEFAULT_LAYER"),
-    ("MAX_OCCURRENCES", "bertlab.use.neighbours", "MAX_OCCURRENCES"),
-    ("WORD_METHODS", "bertlab.training.word_vectors", "METHODS", "keys"),
-    ("WORD_LANGS", "bertlab.training.word_vectors", "WORD_LANGS"),
-    ("WORD_MIN_COUNT", "bertlab.training.word_vectors", "WORD_MIN_COUNT"),
-    ("GENERATE_TOP_K", "bertlab.use.language_model", "DEFAULT_TOP_K"),
-    ("DEFAULT_MAX_NEW_TOKENS", "bertlab.use.language_model", "DEFAULT_MAX_NEW_TOKENS"),
     ("TRANSFER_LANG", "bertlab.apps.transfer_config", "TransferConfig.lang"),
     ("TRANSFER_BUDGET_MINUTES", "bertlab.apps.transfer_config", "TransferConfig.budget_minutes"),
     ("TRANSFER_POINTS", "bertlab.apps.transfer_config", "TransferConfig.points"),

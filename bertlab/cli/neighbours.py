@@ -16,10 +16,8 @@ DEFAULT_VECTOR_SIZE = 100  # word2vec's (Mikolov et al. 2013; gensim's default)
 
 
 def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.cli.library_constants import MAX_OCCURRENCES, WORD_LANGS, WORD_MIN_COUNT
-    from bertlab.cli.library_constants import NEIGHBOURS_LAYER as DEFAULT_LAYER
-    from bertlab.cli.library_constants import NEIGHBOURS_TOP_K as DEFAULT_TOP_K
-    from bertlab.cli.library_constants import WORD_METHODS as METHODS
+    from bertlab.training.word_vector_options import METHODS, WORD_LANGS, WORD_MIN_COUNT
+    from bertlab.use.neighbour_options import DEFAULT_LAYER, DEFAULT_TOP_K, MAX_OCCURRENCES
 
     parser = subparsers.add_parser(
         "neighbours",

@@ -292,7 +292,7 @@ def _add_strategy_flags(
 
 
 def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import LAYER_COMBINATIONS
+    from bertlab.network.feature_head_config import LAYER_COMBINATIONS
 
     group = parser.add_argument_group(
         "feature-based",
@@ -317,7 +317,7 @@ def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_precision_flag(parser: argparse._ActionsContainer, default: str) -> None:
-    from bertlab.cli.library_constants import PRECISIONS
+    from bertlab.core.precision import PRECISIONS
 
     parser.add_argument(
         "--precision",
@@ -445,7 +445,7 @@ def _with_features(args: argparse.Namespace, task):
     """The task with the feature-based head --features and --bilstm ask for (if any)."""
     import dataclasses
 
-    from bertlab.network.feature_heads import FeatureHeadConfig
+    from bertlab.network.feature_head_config import FeatureHeadConfig
 
     if args.features is None and not args.bilstm:
         return task

@@ -407,7 +407,7 @@ class PretrainConfig:
     checkpoint_every_steps: int | None = None
     checkpoint_every_minutes: float | None = None
     keep_checkpoints: int = 2  # the most recent ones kept
-    precision: str = "auto"  # see training.runtime.PRECISIONS
+    precision: str = "auto"  # see core.precision.PRECISIONS
     do_compile: bool = False  # torch.compile the model
     # Processes building batches beside the training process (0: inline); the batches, their
     # order and the checkpoints' positions are the same for any number (`training.loop`).
@@ -536,7 +536,7 @@ class FinetuneConfig:
     # schedule at the full rate. 0: off.
     head_warmup_epochs: int = 0
     seed: int = 42  # run_classifier.py / transformers default seed
-    precision: str = "auto"  # see training.runtime.PRECISIONS
+    precision: str = "auto"  # see core.precision.PRECISIONS
     log_every_steps: int = 10  # a training record in metrics.jsonl every this many steps
 
     def __post_init__(self) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-PRECISIONS = ("auto", "fp32", "bf16")
+from bertlab.core.precision import PRECISIONS
 
 
 def default_device() -> torch.device:

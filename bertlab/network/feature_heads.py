@@ -1,12 +1,12 @@
 """Feature-based heads (BERT Sec. 5.3, Table 7): what a task head reads from the encoder.
 
-`FeatureHeadConfig` puts a combination of the encoder's layers (one layer, the sum or
-concatenation of the top four, or ELMo's learned scalar mix of every layer, Peters et al. 2018
-eq. 1) and optionally a randomly initialized two-layer BiLSTM between the encoder and the task
-layer, with the encoder frozen (the feature-based approach) or fine-tuned (Table 5's "+ BiLSTM");
-`LayerFeatures` computes them for `heads.BertForTask`. Such a head keeps the Hugging Face key
-names of its encoder and task layer, but `transformers` has no class that runs it: its settings
-travel in config.json under `bertlab_features`.
+`FeatureHeadConfig` (declared torch-free in `feature_head_config`) puts a combination of the
+encoder's layers (one layer, the sum or concatenation of the top four, or ELMo's learned scalar mix
+of every layer, Peters et al. 2018 eq. 1) and optionally a randomly initialized two-layer BiLSTM
+between the encoder and the task layer, with the encoder frozen (the feature-based approach) or
+fine-tuned (Table 5's "+ BiLSTM"); `LayerFeatures` computes them for `heads.BertForTask`. Such a
+head keeps the Hugging Face key names of its encoder and task layer, but `transformers` has no class
+that runs it: its settings travel in config.json under `bertlab_features`.
 
 Where a sentence head reads is here too (`sentence_positions`): [CLS] for BERT, the last real
 token for a left-to-right model (`heads` explains why).
@@ -16,14 +16,16 @@ token for a left-to-right model (`heads` explains why).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import torch
 from torch import nn
 from torch.func import functional_call
 
 from bertlab.core.config import BertConfig
+from bertlab.network.feature_head_config import (
+    LAST_FOUR,
+    NUM_LSTM_LAYERS,
+    FeatureHeadConfig,
+)
 
 # --- reading the encoder: the sentence position and the layers -----------------------------------
 
@@ -48,69 +50,6 @@ def sentence_positions(attention_mask: torch.Tensor, is_causal: bool) -> torch.T
 def gather_rows(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """One position per sequence: (B, L, F), (B,) int64 -> (B, F)."""
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), positions]  # (B, F)
-
-
-# BERT Sec. 5.3, Table 7: which hidden states a feature-based head reads. `hidden_states` are the
-# embeddings then every layer's output (N + 1 for N layers). "Last four" is the top
-# min(4, N) layers, so a model of fewer than four layers sums or concatenates all of them.
-LAYER_COMBINATIONS = (
-    "embeddings",  # Table 7 "Embeddings": the input layer only
-    "second-to-last",  # Table 7 "Second-to-Last Hidden"
-    "last",  # Table 7 "Last Hidden": what fine-tuning reads
-    "sum-last-four",  # Table 7 "Weighted Sum Last Four Hidden", with equal weights
-    "concat-last-four",  # Table 7 "Concat Last Four Hidden": 4H features
-    "sum-all",  # every hidden state (embeddings included) with equal weights
-    "scalar-mix",  # ELMo eq. 1 over every hidden state: learned softmax weights and a scale
-)
-LAST_FOUR = 4  # BERT Table 7: the top four hidden layers
-NUM_LSTM_LAYERS = 2  # BERT Sec. 5.3: "a randomly initialized two-layer 768-dimensional BiLSTM"
-
-
-@dataclass(frozen=True)
-class FeatureHeadConfig:
-    """How a head reads the encoder when it reads more than the last layer (BERT Sec. 5.3).
-
-    Attributes:
-        layers: one of LAYER_COMBINATIONS.
-        use_bilstm: a randomly initialized two-layer BiLSTM between the features and the task
-            layer (BERT Sec. 5.3 for the feature-based approach; Table 5's "+ BiLSTM").
-        lstm_hidden_size: units per direction; None: the encoder's hidden_size (BERT used 768
-            with BERT-base, its hidden size).
-        do_freeze_encoder: True: the encoder's weights are fixed and it runs without dropout,
-            only the mix, the BiLSTM and the task layer learn (the feature-based approach);
-            False: the encoder is fine-tuned with them.
-    """
-
-    layers: str = "last"
-    use_bilstm: bool = False
-    lstm_hidden_size: int | None = None
-    do_freeze_encoder: bool = True
-
-    def __post_init__(self) -> None:
-        if self.layers not in LAYER_COMBINATIONS:
-            raise ValueError(
-                f"unknown layer combination {self.layers!r}; choose one of "
-                f"{', '.join(LAYER_COMBINATIONS)}"
-            )
-        if self.lstm_hidden_size is not None and self.lstm_hidden_size < 1:
-            raise ValueError(f"lstm_hidden_size must be positive, got {self.lstm_hidden_size}")
-        if self.lstm_hidden_size is not None and not self.use_bilstm:
-            raise ValueError("lstm_hidden_size needs use_bilstm")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> FeatureHeadConfig:
-        return cls(**values)
-
-    def describe(self) -> str:
-        """In words, e.g. "scalar-mix of the layers, a BiLSTM, frozen encoder"."""
-        parts = [f"{self.layers} of the layers" if self.layers != "last" else "last layer"]
-        if self.use_bilstm:
-            parts.append("a two-layer BiLSTM")
-        parts.append("frozen encoder" if self.do_freeze_encoder else "fine-tuned encoder")
-        return ", ".join(parts)
 
 
 class ScalarMix(nn.Module):

@@ -32,8 +32,8 @@ from torch import nn
 
 from bertlab.core.config import BertConfig
 from bertlab.network.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.network.feature_heads import (
-    FeatureHeadConfig,
     LayerFeatures,
     gather_rows,
     last_real_positions,

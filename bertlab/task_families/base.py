@@ -36,7 +36,7 @@ from bertlab.core.runtime import autocast, model_device
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.data.tasks.registry import TaskSpec
-from bertlab.network.feature_heads import FeatureHeadConfig
+from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.network.heads import BertForTask, TaskOutput
 from bertlab.tokenizer.wordpiece import Tokenizer
 
@@ -114,7 +114,7 @@ def _jsonl(records: Sequence[dict]) -> str:
 class Task:
     """One task: its registry entry, the columns of generic classification files, input settings
     and, for a feature-based head, how the head reads the encoder
-    (`feature_heads.FeatureHeadConfig`; None: BERT's fine-tuning head).
+    (`feature_head_config.FeatureHeadConfig`; None: BERT's fine-tuning head).
 
     Subclasses implement one task family each; `make_task` picks the subclass.
     """

@@ -40,6 +40,7 @@ from bertlab.core.optional import require
 from bertlab.data.corpus_format import TokenizedCorpus
 from bertlab.data.text_units import jieba_segmenter
 from bertlab.tokenizer.basic import build_normalizer, build_pre_tokenizer
+from bertlab.training.word_vector_options import METHODS, WORD_LANGS
 
 if TYPE_CHECKING:  # gensim is imported where it is used: pre-training and fine-tuning run without
     from gensim.models import Word2Vec
@@ -47,10 +48,7 @@ if TYPE_CHECKING:  # gensim is imported where it is used: pre-training and fine-
 
 logger = logging.getLogger(__name__)
 
-METHODS = {"skip-gram": 1, "cbow": 0}  # gensim's `sg` flag
 VECTORS_FILE = "word_vectors.bin"  # word2vec's binary format: no pickle
-WORD_LANGS = ("en", "zh")
-WORD_MIN_COUNT = 5  # word2vec's (and gensim's) default: rarer words get no vector
 _HAS_WORD_CHARACTER = re.compile(r"\w")  # a word, not a punctuation mark
 VECTOR_ENCODING = "utf-8-sig"  # vector files' words: UTF-8, a byte order mark skipped
 MAX_WORDS_SHOWN = 5  # words named in a warning, at most

@@ -8,7 +8,8 @@ only to its own longest sequence, and little compute goes to padding), runs unde
 what `PretrainedBert.embed` and the server's embed call: the hidden states of chosen layers for
 texts or text pairs, per piece, per word (its first piece or the mean of its pieces) or pooled
 per text ([CLS], the mean, a left-to-right model's last token, or the pooler's output), as one
-float32 array with an index of what each row is. POOLINGS is the one vocabulary of the three.
+float32 array with an index of what each row is. POOLINGS (`feature_options`, torch-free) is the
+one vocabulary of the three.
 `save_features` writes them as `features.npy` or `features.safetensors` plus `index.jsonl` and
 `features.json`; `load_features` reads them back.
 """
@@ -36,6 +37,12 @@ from bertlab.data.collate import pad_rows, sorted_length_batches
 from bertlab.network.bert import BertModel
 from bertlab.network.feature_heads import last_real_positions
 from bertlab.tokenizer.wordpiece import Tokenizer, longest_first_lengths
+from bertlab.use.feature_options import (
+    CAUSAL_REFUSED_POOLINGS,
+    FORMATS,
+    PER_TEXT,
+    POOLINGS,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,22 +120,9 @@ def pooled_features(
 
 # --- `bertlab embed`: the hidden states of chosen layers ------------------------------------------
 
-# What one row of the features is: the one vocabulary of `bertlab embed`, `PretrainedBert.embed`
-# and the server's embed. Per piece: every piece, [CLS] and [SEP] included (Google's
-# extract_features.py). Per word (words as BERT's basic tokenizer splits them): its first piece
-# (what BERT's tagger reads, Sec. 4.3) or the mean of its pieces. Per text: [CLS], the mean of
-# every piece, the last real piece (what a left-to-right model's sentence heads read), or the
-# pooler's tanh output over the last layer's [CLS] (BERT's sentence vector for classification).
-POOLINGS = ("pieces", "first", "mean-pieces", "cls", "mean", "last", "pooler")
-PER_TEXT = ("cls", "mean", "last", "pooler")
-# A left-to-right model's first token has seen only itself: its [CLS] (and the pooler that reads
-# it) is the same for every text. Its sentence vector is the last real token's (GPT, Sec. 3.3).
-CAUSAL_REFUSED_POOLINGS = ("cls", "pooler")
-FORMATS = ("npy", "safetensors")
 FEATURES_NAME = "features"  # features.npy / features.safetensors, and the tensor's name
 INDEX_FILE = "index.jsonl"  # one line per input text: what its rows are
 META_FILE = "features.json"  # the model, layers, pooling and shape
-PAIR_SEPARATOR = " ||| "  # Google's extract_features.py: "text_a ||| text_b" on one line
 
 
 @dataclass

@@ -25,11 +25,10 @@ from bertlab.core.wording import quoted
 from bertlab.network.bert import BertForPreTraining
 from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
 from bertlab.use.features import pad_sequences
+from bertlab.use.generation_options import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
 
 LOG_PROBABILITY = "log-probability"  # a causal model's: a true log-probability
 PSEUDO_LOG_LIKELIHOOD = "pseudo-log-likelihood"  # a masked model's (Salazar et al. 2020)
-DEFAULT_TOP_K = 50  # sampling: only the 50 most probable next pieces (Fan et al. 2018)
-DEFAULT_MAX_NEW_TOKENS = 40
 
 
 @dataclass(frozen=True)

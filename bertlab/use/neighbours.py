@@ -30,10 +30,8 @@ from bertlab.tokenizer.basic import is_cjk_ideograph
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.use.features import check_layers, pad_sequences
 from bertlab.use.inspection import cjk_fonts, save_figure
+from bertlab.use.neighbour_options import DEFAULT_LAYER, DEFAULT_TOP_K, MAX_OCCURRENCES
 
-DEFAULT_TOP_K = 10
-DEFAULT_LAYER = -1  # the last layer's hidden states
-MAX_OCCURRENCES = 2000  # reference uses of a word read at most
 FIGURE_DPI = 120
 MAX_LABEL_CHARACTERS = 48
 UNUSED_PIECE = re.compile(r"^\[unused\d+\]$")  # Google's reserved, never-trained rows

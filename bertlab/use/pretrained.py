@@ -219,7 +219,7 @@ class PretrainedBert:
         batch_size: int = 32,
     ) -> torch.Tensor | list[torch.Tensor]:
         """Features of each text: its hidden states at one layer, pooled, as `bertlab embed`
-        computes them (`features.extract_features`, with its vocabulary `features.POOLINGS`).
+        computes them (`features.extract_features`, with its vocabulary `feature_options.POOLINGS`).
 
         Args:
             texts: the texts (one string is one text).

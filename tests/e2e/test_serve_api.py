@@ -43,7 +43,7 @@ from bertlab.network.heads import (
 from bertlab.task_families import make_task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.objectives import OBJECTIVES
-from bertlab.use.features import POOLINGS
+from bertlab.use.feature_options import POOLINGS
 from bertlab.use.inspection import (
     PACKAGED_CJK_FONT,
     all_attention_maps,
@@ -370,8 +370,8 @@ def test_embed_equals_the_python_api(base_url, serve_models, pooling):
 def test_embed_takes_every_name_of_bertlab_embed_as_the_python_api_does(
     base_url, serve_models, pooling
 ):
-    """One pooling vocabulary: the request model takes `features.POOLINGS`, and the vectors are
-    `PretrainedBert.embed`'s."""
+    """One pooling vocabulary: the request model takes `feature_options.POOLINGS`, and the
+    vectors are `PretrainedBert.embed`'s."""
     texts = ["great phone .", "screen cracked , fragile build ."]
     status, answer = post(base_url, "sentiment", "embed", {"texts": texts, "pooling": pooling})
     assert status == 200, answer

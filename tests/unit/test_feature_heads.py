@@ -11,10 +11,9 @@ import torch
 from bertlab.core.config import FinetuneConfig
 from bertlab.data.tasks import TaggedSentence
 from bertlab.network.bert import BertForPreTraining
+from bertlab.network.feature_head_config import LAYER_COMBINATIONS, FeatureHeadConfig
 from bertlab.network.feature_heads import (
-    LAYER_COMBINATIONS,
     BiLSTM,
-    FeatureHeadConfig,
     ScalarMix,
     sentence_positions,
 )

@@ -29,6 +29,7 @@ LAYERS = (
         "core.optional",
         "core.wording",
     ),
+    ("core.precision",),  # the precisions a run may choose: names, no torch
     ("core.config", "core.metrics", "core.runtime", "core.threads", "core.hub", "core.model_card"),
     ("tokenizer.fast",),  # bulk encoding through a chunk cache (no BERT rules of its own)
     ("tokenizer.basic",),  # BERT's normalization and pre-tokenization as tokenizers steps
@@ -37,6 +38,7 @@ LAYERS = (
     ("data",),  # pure data code: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
     ("network.bert",),
+    ("network.feature_head_config",),  # what a feature-based head reads: declarations, no torch
     ("network.heads", "network.feature_heads", "network.electra"),
     ("task_families",),
     ("training",),

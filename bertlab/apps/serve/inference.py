@@ -212,10 +212,10 @@ def attention(
 def embed(model: ServedModel, texts: Sequence[str], pooling: str | None) -> list[Record]:
     """Each text's pieces and its vectors at the last layer, as `bertlab embed` and
     `PretrainedBert.embed` compute them (`features.extract_features`; the names are
-    `features.POOLINGS`, and `tokens`, the old name of `pieces`): one `vector` per text (`cls`,
-    `mean`, `last`, `pooler`: the pooled [CLS] vector, what a classification head reads), or
-    `vectors`, one per piece (`pieces`) or per word (`first`, `mean-pieces`). None: `cls`, or
-    `last` for a left-to-right model.
+    `feature_options.POOLINGS`, and `tokens`, the old name of `pieces`): one `vector` per text
+    (`cls`, `mean`, `last`, `pooler`: the pooled [CLS] vector, what a classification head reads), or
+    `vectors`, one per piece (`pieces`) or per word (`first`, `mean-pieces`). None: `cls`, or `last`
+    for a left-to-right model.
 
     Raises:
         ValueError: an unknown pooling; `cls` or `pooler` for a left-to-right model; `pooler`

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from bertlab.apps.serve.inference import BATCH_SIZE, Record
 from bertlab.apps.serve.models import ServedModel
 from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE
-from bertlab.use.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K, generate, score_texts
+from bertlab.use.generation_options import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+from bertlab.use.language_model import generate, score_texts
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bertlab.use.features import POOLINGS
-from bertlab.use.language_model import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+from bertlab.use.feature_options import POOLINGS
+from bertlab.use.generation_options import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 Texts = Annotated[
@@ -93,7 +93,8 @@ class EmbedRequest(Request):
     texts: Texts
     pooling: PoolingName = Field(
         "mean",
-        description="bertlab embed's names (bertlab.use.features.POOLINGS), at the last layer: one "
+        description="bertlab embed's names (bertlab.use.feature_options.POOLINGS), at the last "
+        "layer: one "
         "vector per text (cls; mean over the pieces; last, a left-to-right model's; pooler, the "
         "pooled [CLS] vector) or one per piece (pieces; tokens, its old name) or per word "
         "(first, mean-pieces)",
