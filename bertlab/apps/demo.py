@@ -60,7 +60,7 @@ from bertlab.apps.flows import (
     sign_test,
 )
 from bertlab.core import hub
-from bertlab.core.atomic import claim, outputs_in, replacing, restore_replaced, write_json
+from bertlab.core.atomic import write_json
 from bertlab.core.config import (
     BertConfig,
     FinetuneConfig,
@@ -69,6 +69,7 @@ from bertlab.core.config import (
 )
 from bertlab.core.optional import MissingPackageError
 from bertlab.core.outputs import check_outputs
+from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced
 from bertlab.data.corpus import build_corpus
 from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
@@ -92,8 +93,8 @@ __all__ = ["DATA_DIR", "DEFAULT_MINUTES", "DEFAULT_OUT", "DEFAULT_SEEDS", "RECIP
 
 logger = logging.getLogger(__name__)
 
-DEMO_COMMAND = "demo"  # whose run directory OUT is (`atomic.claim`)
-# What a demo writes in OUT, replaced as a whole by the next demo (`atomic.replacing`); the
+DEMO_COMMAND = "demo"  # whose run directory OUT is (`replacing.claim`)
+# What a demo writes in OUT, replaced as a whole by the next demo (`replacing.replacing`); the
 # corpus cache stays, tokenized again only for another tokenizer.
 DEMO_OUTPUTS = (
     "tokenizer",

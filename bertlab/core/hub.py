@@ -42,7 +42,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import validate_repo_id
 
-from bertlab.core.atomic import restore_interrupted
+from bertlab.core.replacing import restore_interrupted
 
 logger = logging.getLogger(__name__)
 

@@ -21,17 +21,14 @@ from typing import Any
 
 from bertlab.core.atomic import (
     atomic_directory,
-    claim,
-    outputs_in,
     remove_temporaries,
-    replacing,
-    restore_replaced,
     run_lock,
     write_json,
 )
 from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
 from bertlab.core.model_card import ModelCard, write_model_card
 from bertlab.core.outputs import check_outputs
+from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
 from bertlab.data.tasks.classification import Example
@@ -62,7 +59,7 @@ SEEDS_FILE = "seeds.json"
 # or a pre-training run.
 FINETUNE_OUTPUTS = (BEST_DIR, RESULT_FILE, SEEDS_FILE)
 SEED_DIR_PATTERN = "seed-*"
-FINETUNE_COMMAND = "finetune"  # whose run directory OUT is (`atomic.claim`)
+FINETUNE_COMMAND = "finetune"  # whose run directory OUT is (`replacing.claim`)
 # Everything a fine-tuning run writes in OUT: what `--overwrite` replaces.
 FINETUNE_OUTPUT_NAMES = (*FINETUNE_OUTPUTS, METRICS_FILE, CURVES_FILE, SEED_DIR_PATTERN)
 PRETRAIN_OUTPUTS = (FINAL_DIR, CHECKPOINTS_DIR)

@@ -22,16 +22,13 @@ from bertlab.core.atomic import (
     atomic_directory,
     atomic_file,
     atomic_files,
-    claim,
     json_text,
     remove_temporaries,
-    replacing,
-    restore_interrupted,
-    restore_replaced,
     run_lock,
     write_json,
     write_text,
 )
+from bertlab.core.replacing import claim, replacing, restore_interrupted, restore_replaced
 
 FULL_DEVICE = Path("/dev/full")  # every write fails with ENOSPC
 

@@ -22,6 +22,7 @@ LAYERS = (
     # files; where outputs may land; corpus files in every format; extras; words
     (
         "core.atomic",
+        "core.replacing",
         "core.outputs",
         "core.text_files",
         "core.corpus_readers",
