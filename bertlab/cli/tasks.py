@@ -1,12 +1,12 @@
 """`bertlab finetune|evaluate|predict|score`: BERT's second stage on named tasks and users' data.
 
 Each handler builds the config dataclasses from the flags and calls `bertlab.training.finetune` /
-`bertlab.task_families`: each training flag's destination is the `FinetuneConfig` field of its
-name and each input flag's the `TaskDataConfig` field (`--epochs` is `num_train_epochs`,
-`--freeze-encoder` `do_freeze_encoder`; `_finetune_config` and `_data_flags` copy them generically,
-`FINETUNE_FIELDS_WITHOUT_FLAG` names the exceptions). The task names and their defaults come from
-the task registry (`bertlab.data.tasks.registry`). `evaluate` and `score` print the
-metrics as one JSON object on the last line of stdout; `finetune` prints its summary the same way.
+`bertlab.task_families`: each training flag's destination is the `FinetuneConfig` field of its name
+and each input flag's the `TaskDataConfig` field (`--epochs` is `num_train_epochs`,
+`--freeze-encoder` `do_freeze_encoder`; `bertlab.cli.task_configs` copies them generically). The
+task names and their defaults come from the task registry (`bertlab.data.tasks.registry`).
+`evaluate` and `score` print the metrics as one JSON object on the last line of stdout; `finetune`
+prints its summary the same way.
 """
 
 from __future__ import annotations
@@ -16,23 +16,17 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from bertlab.cli import task_configs as configs
 from bertlab.cli.common import CommandError, add_threads_flag, warn
 from bertlab.core.atomic import json_text
 from bertlab.core.config import PRESETS
 from bertlab.data.tasks.registry import (
-    DEFAULT_EPOCHS,
     GENERIC_CLASSIFICATION,
     TASKS,
-    get_task,
     task_names,
 )
 
 logger = logging.getLogger(__name__)
-
-# FinetuneConfig fields that no `finetune` flag sets: they keep the config's default.
-FINETUNE_FIELDS_WITHOUT_FLAG = ("log_every_steps",)
-# The TaskDataConfig field that no input flag names: --max-seq-length sets it for SQuAD-style tasks.
-SQUAD_MAX_SEQ_LENGTH = "squad_max_seq_length"
 
 
 def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -381,146 +375,6 @@ def _add_column_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--regression", action="store_true", help="numeric targets (MSE loss)")
 
 
-# --- building configs from flags ------------------------------------------------------------------
-
-
-def _columns(args: argparse.Namespace, saved: dict[str, Any] | None):
-    """The ColumnSpec from the column flags; flags not given come from the model's task file."""
-    from bertlab.data.tasks.classification import ColumnSpec
-
-    stored = (saved or {}).get("columns") or {}
-    names = {"text_a": "text_column", "text_b": "text_pair_column", "label": "label_column"}
-    names["example_id"] = "id_column"
-    values: dict[str, Any] = {"text_a": "text", "label": "label"} | stored
-    for field, flag in names.items():
-        if getattr(args, flag) is not None:
-            values[field] = getattr(args, flag)
-    if args.no_header:
-        values["has_header"] = False
-    if args.regression:
-        values["is_regression"] = True
-    if not values.get("has_header", True):
-        try:
-            values = {k: int(v) if k in names and v is not None else v for k, v in values.items()}
-        except ValueError:
-            raise CommandError("with --no-header, columns are 0-based positions") from None
-    return ColumnSpec(**values)
-
-
-def _data_flags(args: argparse.Namespace, is_qa: bool) -> dict[str, int]:
-    """The input settings given as flags, by TaskDataConfig field (each flag's destination is the
-    field of its name; for SQuAD-style tasks --max-seq-length sets `squad_max_seq_length`)."""
-    import dataclasses
-
-    from bertlab.core.config import TaskDataConfig
-
-    values = {}
-    for field in dataclasses.fields(TaskDataConfig):
-        value = None if field.name == SQUAD_MAX_SEQ_LENGTH else getattr(args, field.name)
-        if value is not None:
-            is_squad_length = field.name == "max_seq_length" and is_qa
-            values[SQUAD_MAX_SEQ_LENGTH if is_squad_length else field.name] = value
-    return values
-
-
-def _task(args: argparse.Namespace, saved: dict[str, Any] | None = None):
-    """The task: the model's saved input settings (else the task's own), the flags over them."""
-    import dataclasses
-
-    from bertlab.core.config import TaskDataConfig
-    from bertlab.task_families import make_task
-
-    if saved is not None and saved.get("task") not in (None, args.task):
-        logger.warning("the model was fine-tuned on task %r, not %r", saved["task"], args.task)
-    is_generic = args.task == GENERIC_CLASSIFICATION
-    is_qa = not is_generic and get_task(args.task).family == "qa"
-    columns = _columns(args, saved) if is_generic else None
-    stored = (saved or {}).get("data")
-    task = make_task(args.task, columns, TaskDataConfig(**stored) if stored else None)
-    data = dataclasses.replace(task.data, **_data_flags(args, is_qa))
-    return dataclasses.replace(task, data=data)
-
-
-def _with_features(args: argparse.Namespace, task):
-    """The task with the feature-based head --features and --bilstm ask for (if any)."""
-    import dataclasses
-
-    from bertlab.network.feature_head_config import FeatureHeadConfig
-
-    if args.features is None and not args.bilstm:
-        return task
-    if args.features is not None:
-        clashing = [
-            flag
-            for flag, is_set in (
-                ("--freeze-encoder", args.do_freeze_encoder),
-                ("--freeze-layers", bool(args.freeze_layers)),
-                ("--layerwise-lr-decay", args.layerwise_lr_decay != 1.0),
-                ("--gradual-unfreezing", args.do_gradual_unfreezing),
-                ("--head-warmup-epochs", bool(args.head_warmup_epochs)),
-            )
-            if is_set
-        ]
-        if clashing:
-            raise CommandError(
-                f"--features freezes the whole encoder: {', '.join(clashing)} would change nothing"
-            )
-    features = FeatureHeadConfig(
-        layers=args.features or "last",
-        use_bilstm=args.bilstm,
-        do_freeze_encoder=args.features is not None,
-    )
-    return dataclasses.replace(task, features=features)
-
-
-def _finetune_config(args: argparse.Namespace):
-    """The `FinetuneConfig` of the flags (each flag's destination is the field of its name);
-    --epochs not given is the task's number of epochs."""
-    import dataclasses
-
-    from bertlab.core.config import FinetuneConfig
-
-    names = [f.name for f in dataclasses.fields(FinetuneConfig)]
-    flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]
-    values = {name: getattr(args, name) for name in flagged}
-    if values["num_train_epochs"] is None:
-        values["num_train_epochs"] = _default_epochs(args.task)
-    return FinetuneConfig(**values)
-
-
-def _default_epochs(task: str) -> int:
-    return DEFAULT_EPOCHS if task == GENERIC_CLASSIFICATION else get_task(task).epochs
-
-
-def _model_source(args: argparse.Namespace):
-    from bertlab.core.hub import resolve
-    from bertlab.training.finetune import ModelSource
-
-    if args.from_scratch == (args.model is not None):
-        raise CommandError("give --model DIR, or --from-scratch --model-size SIZE --tokenizer PATH")
-    if args.from_scratch and (args.model_size is None or args.tokenizer is None):
-        raise CommandError("--from-scratch needs --model-size and --tokenizer")
-    tokenizer = None if args.tokenizer is None else Path(args.tokenizer)
-    if args.from_scratch:
-        return ModelSource(model_size=args.model_size, tokenizer=tokenizer)
-    resolve(args.model)  # download (or find in the cache) before any data is read
-    return ModelSource(directory=Path(args.model), tokenizer=tokenizer)
-
-
-def _seeds(args: argparse.Namespace) -> list[int] | None:
-    if args.seeds is None:
-        return None
-    try:
-        seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
-    except ValueError:
-        raise CommandError(
-            f"--seeds must be comma-separated integers, got {args.seeds!r}"
-        ) from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise CommandError(f"--seeds must list distinct integers, got {args.seeds!r}")
-    return seeds
-
-
 # --- handlers -------------------------------------------------------------------------------------
 
 
@@ -534,10 +388,10 @@ def run_finetune(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {out} exists and is not a directory")
     reads = {"--train": args.train, "--dev": args.dev, "--model": args.model}
     check_outputs(reads | {"--tokenizer": args.tokenizer}, {"--out": out})
-    task = _with_features(args, _task(args))
-    source = _model_source(args)
-    seeds = _seeds(args)
-    config = _finetune_config(args)  # validates the flags before reading data
+    task = configs.with_features(args, configs.task_of(args))
+    source = configs.model_source(args)
+    seeds = configs.seeds(args)
+    config = configs.finetune_config(args)  # validates the flags before reading data
     data = read_task_data(
         task,
         Path(args.train),
@@ -563,7 +417,7 @@ def _load(args: argparse.Namespace):
     directory = resolve(args.model)
     if not (directory / "config.json").is_file():
         raise CommandError(f"--model {directory}: no config.json (not a model directory)")
-    task = _task(args, read_task_file(directory))
+    task = configs.task_of(args, read_task_file(directory))
     architectures = read_json_object(directory / "config.json").get("architectures") or []
     expected = task.head_class.architecture
     if expected not in architectures:
@@ -650,6 +504,6 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_score(args: argparse.Namespace) -> int:
     from bertlab.data.tasks.scoring import score
 
-    columns = _columns(args, None) if args.task == GENERIC_CLASSIFICATION else None
+    columns = configs.column_spec(args, None) if args.task == GENERIC_CLASSIFICATION else None
     print(json_text(score(args.task, args.data, args.predictions, columns)))
     return 0

@@ -17,8 +17,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from bertlab.cli import build_parser, main
-from bertlab.cli import tasks as cli_tasks
+from bertlab.cli import build_parser, main, task_configs
 from bertlab.core.config import FinetuneConfig, TaskDataConfig
 from bertlab.network import checkpoint as hf_checkpoint
 
@@ -464,8 +463,8 @@ def test_every_finetune_setting_flag_is_a_config_field_of_its_name_and_back() ->
     finetune_fields = {field.name for field in dataclasses.fields(FinetuneConfig)}
     data_fields = {field.name for field in dataclasses.fields(TaskDataConfig)}
     assert flags - run_flags == (finetune_fields | data_fields) - {
-        *cli_tasks.FINETUNE_FIELDS_WITHOUT_FLAG,  # log_every_steps: the config's default
-        cli_tasks.SQUAD_MAX_SEQ_LENGTH,  # set by --max-seq-length for SQuAD-style tasks
+        *task_configs.FINETUNE_FIELDS_WITHOUT_FLAG,  # log_every_steps: the config's default
+        task_configs.SQUAD_MAX_SEQ_LENGTH,  # set by --max-seq-length for SQuAD-style tasks
     }
     assert not run_flags & (finetune_fields | data_fields)
 
@@ -476,18 +475,18 @@ def test_finetune_flags_become_the_config_and_the_task_inputs() -> None:
         [*common, "--task", "rte", "--epochs", "2", "--freeze-layers", "1", "--seed", "7"]
         + ["--gradual-unfreezing", "--warmup-proportion", "0.2", "--max-seq-length", "64"]
     )
-    config = cli_tasks._finetune_config(args)
+    config = task_configs.finetune_config(args)
     assert (config.num_train_epochs, config.freeze_layers, config.seed) == (2, 1, 7)
     assert config.do_gradual_unfreezing and config.warmup_proportion == 0.2
     assert config.log_every_steps == FinetuneConfig.log_every_steps
-    assert cli_tasks._task(args).data.max_seq_length == 64
+    assert task_configs.task_of(args).data.max_seq_length == 64
     defaults = build_parser().parse_args([*common, "--task", "rte"])
-    assert cli_tasks._finetune_config(defaults) == FinetuneConfig(num_train_epochs=3)
+    assert task_configs.finetune_config(defaults) == FinetuneConfig(num_train_epochs=3)
     squad = build_parser().parse_args([*common, "--task", "squad", "--max-seq-length", "256"])
-    data = cli_tasks._task(squad).data
+    data = task_configs.task_of(squad).data
     assert (data.squad_max_seq_length, data.max_seq_length) == (256, TaskDataConfig.max_seq_length)
     frozen = build_parser().parse_args([*common, "--task", "rte", "--freeze-encoder"])
-    assert cli_tasks._finetune_config(frozen).do_freeze_encoder
+    assert task_configs.finetune_config(frozen).do_freeze_encoder
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,7 @@ import pytest
 import bertlab
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import ROWS, task_splits
-from bertlab.cli import build_parser, main
-from bertlab.cli import tasks as cli_tasks
+from bertlab.cli import build_parser, main, task_configs
 from bertlab.core.config import TaskDataConfig
 from bertlab.data.tasks import registry
 from bertlab.data.tasks.classification import ColumnSpec, Example
@@ -167,9 +166,9 @@ def test_a_task_declares_its_input_length_once(monkeypatch, hub_model_folder) ->
     assert make_task("squad").max_seq_length == 384  # run_squad.py's, not a declaration's
     evaluate = ["evaluate", "--task", "reviews", "--model", "m", "--data", "d"]
     parser = build_parser()
-    assert cli_tasks._task(parser.parse_args(evaluate)).max_seq_length == 64
+    assert task_configs.task_of(parser.parse_args(evaluate)).max_seq_length == 64
     flagged = parser.parse_args([*evaluate, "--max-seq-length", "48"])
-    assert cli_tasks._task(flagged).max_seq_length == 48
+    assert task_configs.task_of(flagged).max_seq_length == 48
     saved = {"task": "reviews", "data": {"max_seq_length": 40}}
-    assert cli_tasks._task(parser.parse_args(evaluate), saved).max_seq_length == 40
+    assert task_configs.task_of(parser.parse_args(evaluate), saved).max_seq_length == 40
     assert bertlab.load(hub_model_folder, task="reviews").task.max_seq_length == 64

@@ -1,0 +1,162 @@
+"""Flags in, configs out, for `bertlab finetune|evaluate|predict|score`.
+
+Each training flag's destination is the `FinetuneConfig` field of its name and each input flag's
+the `TaskDataConfig` field (`--epochs` is `num_train_epochs`, `--freeze-encoder`
+`do_freeze_encoder`): `finetune_config` and `data_flags` copy them generically,
+`FINETUNE_FIELDS_WITHOUT_FLAG` names the exceptions. `bertlab.cli.tasks` declares the flags and
+runs the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from bertlab.cli.common import CommandError
+from bertlab.data.tasks.registry import DEFAULT_EPOCHS, GENERIC_CLASSIFICATION, get_task
+
+logger = logging.getLogger(__name__)
+
+# FinetuneConfig fields that no `finetune` flag sets: they keep the config's default.
+FINETUNE_FIELDS_WITHOUT_FLAG = ("log_every_steps",)
+# The TaskDataConfig field that no input flag names: --max-seq-length sets it for SQuAD-style tasks.
+SQUAD_MAX_SEQ_LENGTH = "squad_max_seq_length"
+
+
+def column_spec(args: argparse.Namespace, saved: dict[str, Any] | None):
+    """The ColumnSpec from the column flags; flags not given come from the model's task file."""
+    from bertlab.data.tasks.classification import ColumnSpec
+
+    stored = (saved or {}).get("columns") or {}
+    names = {"text_a": "text_column", "text_b": "text_pair_column", "label": "label_column"}
+    names["example_id"] = "id_column"
+    values: dict[str, Any] = {"text_a": "text", "label": "label"} | stored
+    for field, flag in names.items():
+        if getattr(args, flag) is not None:
+            values[field] = getattr(args, flag)
+    if args.no_header:
+        values["has_header"] = False
+    if args.regression:
+        values["is_regression"] = True
+    if not values.get("has_header", True):
+        try:
+            values = {k: int(v) if k in names and v is not None else v for k, v in values.items()}
+        except ValueError:
+            raise CommandError("with --no-header, columns are 0-based positions") from None
+    return ColumnSpec(**values)
+
+
+def data_flags(args: argparse.Namespace, is_qa: bool) -> dict[str, int]:
+    """The input settings given as flags, by TaskDataConfig field (each flag's destination is the
+    field of its name; for SQuAD-style tasks --max-seq-length sets `squad_max_seq_length`)."""
+    import dataclasses
+
+    from bertlab.core.config import TaskDataConfig
+
+    values = {}
+    for field in dataclasses.fields(TaskDataConfig):
+        value = None if field.name == SQUAD_MAX_SEQ_LENGTH else getattr(args, field.name)
+        if value is not None:
+            is_squad_length = field.name == "max_seq_length" and is_qa
+            values[SQUAD_MAX_SEQ_LENGTH if is_squad_length else field.name] = value
+    return values
+
+
+def task_of(args: argparse.Namespace, saved: dict[str, Any] | None = None):
+    """The task: the model's saved input settings (else the task's own), the flags over them."""
+    import dataclasses
+
+    from bertlab.core.config import TaskDataConfig
+    from bertlab.task_families import make_task
+
+    if saved is not None and saved.get("task") not in (None, args.task):
+        logger.warning("the model was fine-tuned on task %r, not %r", saved["task"], args.task)
+    is_generic = args.task == GENERIC_CLASSIFICATION
+    is_qa = not is_generic and get_task(args.task).family == "qa"
+    columns = column_spec(args, saved) if is_generic else None
+    stored = (saved or {}).get("data")
+    task = make_task(args.task, columns, TaskDataConfig(**stored) if stored else None)
+    data = dataclasses.replace(task.data, **data_flags(args, is_qa))
+    return dataclasses.replace(task, data=data)
+
+
+def with_features(args: argparse.Namespace, task):
+    """The task with the feature-based head --features and --bilstm ask for (if any)."""
+    import dataclasses
+
+    from bertlab.network.feature_head_config import FeatureHeadConfig
+
+    if args.features is None and not args.bilstm:
+        return task
+    if args.features is not None:
+        clashing = [
+            flag
+            for flag, is_set in (
+                ("--freeze-encoder", args.do_freeze_encoder),
+                ("--freeze-layers", bool(args.freeze_layers)),
+                ("--layerwise-lr-decay", args.layerwise_lr_decay != 1.0),
+                ("--gradual-unfreezing", args.do_gradual_unfreezing),
+                ("--head-warmup-epochs", bool(args.head_warmup_epochs)),
+            )
+            if is_set
+        ]
+        if clashing:
+            raise CommandError(
+                f"--features freezes the whole encoder: {', '.join(clashing)} would change nothing"
+            )
+    features = FeatureHeadConfig(
+        layers=args.features or "last",
+        use_bilstm=args.bilstm,
+        do_freeze_encoder=args.features is not None,
+    )
+    return dataclasses.replace(task, features=features)
+
+
+def finetune_config(args: argparse.Namespace):
+    """The `FinetuneConfig` of the flags (each flag's destination is the field of its name);
+    --epochs not given is the task's number of epochs."""
+    import dataclasses
+
+    from bertlab.core.config import FinetuneConfig
+
+    names = [f.name for f in dataclasses.fields(FinetuneConfig)]
+    flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]
+    values = {name: getattr(args, name) for name in flagged}
+    if values["num_train_epochs"] is None:
+        values["num_train_epochs"] = default_epochs(args.task)
+    return FinetuneConfig(**values)
+
+
+def default_epochs(task: str) -> int:
+    return DEFAULT_EPOCHS if task == GENERIC_CLASSIFICATION else get_task(task).epochs
+
+
+def model_source(args: argparse.Namespace):
+    from bertlab.core.hub import resolve
+    from bertlab.training.finetune import ModelSource
+
+    if args.from_scratch == (args.model is not None):
+        raise CommandError("give --model DIR, or --from-scratch --model-size SIZE --tokenizer PATH")
+    if args.from_scratch and (args.model_size is None or args.tokenizer is None):
+        raise CommandError("--from-scratch needs --model-size and --tokenizer")
+    tokenizer = None if args.tokenizer is None else Path(args.tokenizer)
+    if args.from_scratch:
+        return ModelSource(model_size=args.model_size, tokenizer=tokenizer)
+    resolve(args.model)  # download (or find in the cache) before any data is read
+    return ModelSource(directory=Path(args.model), tokenizer=tokenizer)
+
+
+def seeds(args: argparse.Namespace) -> list[int] | None:
+    if args.seeds is None:
+        return None
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",") if seed.strip()]
+    except ValueError:
+        raise CommandError(
+            f"--seeds must be comma-separated integers, got {args.seeds!r}"
+        ) from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise CommandError(f"--seeds must list distinct integers, got {args.seeds!r}")
+    return seeds
