@@ -25,8 +25,9 @@ from pathlib import Path
 
 from demo_arms import summary_line  # lab/, the script's own folder
 
-from bertlab.apps.demo import _step_tokenizer, _task_data, model_config
+from bertlab.apps.demo import _step_tokenizer
 from bertlab.apps.demo_config import RECIPES
+from bertlab.apps.demo_rows import demo_task_data, model_config
 from bertlab.apps.flows import finetune_and_test, random_twin
 from bertlab.core.config import BertConfig, FinetuneConfig
 from bertlab.tokenizer.wordpiece import Tokenizer
@@ -64,7 +65,7 @@ def main() -> None:
     rate = args.rate or recipe.shipped_learning_rate
     epochs = args.epochs or recipe.finetune_epochs
     seeds = [int(seed) for seed in args.seeds.split(",")]
-    task, data, test = _task_data(recipe)
+    task, data, test = demo_task_data(recipe)
     arms = {_label(index, folder): Path(folder) for index, folder in enumerate(args.models)}
     if args.twin:
         arms["twin"] = None

@@ -22,8 +22,6 @@ import dataclasses
 import json
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,49 +32,46 @@ from bertlab.apps.demo_config import (
     DEFAULT_MINUTES,
     DEFAULT_OUT,
     DEFAULT_SEEDS,
-    DEV_FRACTION,
     EVAL_EXAMPLES,
     NEIGHBOURS,
     NUMBERS,
-    PRETRAINED,
     RECIPES,
-    SCRATCH,
-    SHIPPED,
-    SHIPPED_SCRATCH,
     TOP_K,
     WORD_VECTORS,
     DemoRecipe,
 )
 from bertlab.apps.demo_report import results_table, run_name, write_report
+from bertlab.apps.demo_rows import (
+    demo_rows,
+    demo_task_data,
+    describe_shipped,
+    finetune_rows,
+    majority_share,
+    model_config,
+    shipped_rows,
+)
 from bertlab.apps.flows import (
     ONE_CLASS,
     RESULTS_FILE,
     compare,
-    finetune_and_test,
     holding,
     one_class_seeds,
-    random_twin,
-    seed_dir,
     sign_test,
 )
 from bertlab.core import hub
 from bertlab.core.atomic import write_json
 from bertlab.core.config import (
     BertConfig,
-    FinetuneConfig,
-    TaskDataConfig,
     check_training_time,
 )
 from bertlab.core.optional import MissingPackageError
 from bertlab.core.outputs import check_outputs
 from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced
 from bertlab.data.corpus import build_corpus
-from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import BudgetRecipe, budget_recipe
+from bertlab.training.budget import budget_recipe
 from bertlab.training.budget_plan import PLAN_FILE
-from bertlab.training.finetune import TaskData, read_task_data
 from bertlab.training.loop import held_out_split
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
@@ -121,7 +116,7 @@ class DemoResult:
     pretrain: dict[str, Any]
     fill_mask: list[dict[str, Any]]
     word_vectors: dict[str, Any]  # {"skipped": why} when the step could not run
-    shipped: dict[str, Any]  # the shipped model: `_describe_shipped`
+    shipped: dict[str, Any]  # the shipped model: `describe_shipped`
     seeds: tuple[int, ...]
     # a row -> the test accuracy of each seed, for the first len(...) of `seeds`
     scores: dict[str, list[float]]
@@ -271,18 +266,18 @@ def _demo(
     if vectors is None:  # skipped: no time of its own to report
         del timings["word vectors"]
 
-    task_data = _task_data(recipe)
-    rows = _demo_rows(recipe, out, vectors, seeds)
+    task_data = demo_task_data(recipe)
+    rows = demo_rows(recipe, out, vectors, seeds)
     count = NUMBERS[len(rows)]
     say(f"\n== 5. Fine-tuning on {recipe.task}: {count} models of one shape, seeds {seeds}")
     train, dev, test = len(task_data[1].train), len(task_data[1].dev), len(task_data[2])
     say(f"  {train} training, {dev} dev (best epoch), {test} test")
     rate, batch = recipe.finetune_learning_rate, recipe.finetune_batch_size
-    scores = _finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
+    scores = finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
     clock.lap("fine-tuning")
 
-    about = _describe_shipped(name, shipped_dir, recipe, out / "pretrain" / "final")
-    rows = _shipped_rows(recipe, out, shipped_dir, about["same_start"], seeds)
+    about = describe_shipped(name, shipped_dir, recipe, out / "pretrain" / "final")
+    rows = shipped_rows(recipe, out, shipped_dir, about["same_start"], seeds)
     said = ", ".join(f"{row.name} seeds {row.seeds}" for row in rows)
     if not about["same_start"]:
         rate, batch = recipe.shipped_learning_rate, recipe.shipped_batch_size
@@ -291,7 +286,7 @@ def _demo(
         f"\n== 6. Fine-tuning {name} ({about['shape']}) at learning rate {rate:g}, batch "
         f"{batch}: {said}"
     )
-    scores |= _finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
+    scores |= finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
     clock.lap("fine-tuning the shipped model")
 
     say("\n== 7. Attention map")
@@ -361,20 +356,6 @@ def _step_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool, say):
     pieces = tokenizer.tokenize(recipe.example_sentence)
     say(f"  {recipe.example_sentence!r}\n  -> {' '.join(pieces)}")
     return tokenizer, pieces
-
-
-def model_config(recipe: DemoRecipe, tokenizer: Tokenizer, dropout: float) -> BertConfig:
-    return BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=recipe.hidden_size,
-        num_hidden_layers=recipe.num_hidden_layers,
-        num_attention_heads=recipe.num_attention_heads,
-        intermediate_size=recipe.intermediate_size,
-        max_position_embeddings=max(recipe.max_seq_length, recipe.finetune_max_seq_length),
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-        pad_token_id=tokenizer.pad_token_id,
-    )
 
 
 def _step_pretrain(
@@ -476,146 +457,6 @@ def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say)
         "neighbours": neighbours,
     }
     return vectors, summary
-
-
-def _task_data(recipe: DemoRecipe) -> tuple[Task, TaskData, list]:
-    """The task, its training and dev examples, and the held-out test examples."""
-    task = make_task(
-        recipe.task, data=TaskDataConfig(max_seq_length=recipe.finetune_max_seq_length)
-    )
-    data = read_task_data(task, DATA_DIR / recipe.train_file, None, dev_fraction=DEV_FRACTION)
-    return task, data, task.read_gold(DATA_DIR / recipe.test_file, data.label_names)
-
-
-def majority_share(examples: list) -> float:
-    """The share of the commonest gold label: the accuracy of a model that learned one class."""
-    counts = Counter(example.label for example in examples)
-    return max(counts.values()) / len(examples)
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One row of the table: its seeds, and the folder each seed fine-tunes."""
-
-    name: str
-    seeds: tuple[int, ...]
-    source: Callable[[int], Path]  # seed -> a model folder
-
-
-def _demo_rows(recipe: DemoRecipe, out: Path, vectors, seeds: tuple[int, ...]) -> list[_Row]:
-    """The demo's model and its two random twins. The twins start where pre-training started:
-    the recipe's positions, BERT's dropout. Without `vectors` (step 4 skipped), no word-vector
-    twin."""
-    pretrained = out / "pretrain" / "final"
-    tokenizer = Tokenizer.from_pretrained(pretrained)
-    config = model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob)
-
-    def twin(name: str, twin_vectors) -> Callable[[int], Path]:
-        return lambda seed: random_twin(
-            config,
-            tokenizer,
-            seed,
-            BudgetRecipe.position_init,
-            out / "twins" / run_name(name) / f"seed-{seed}",
-            twin_vectors,
-        )
-
-    rows = [
-        _Row(PRETRAINED, seeds, lambda seed: pretrained),
-        _Row(WORD_VECTORS, seeds, twin(WORD_VECTORS, vectors)),
-        _Row(SCRATCH, seeds, twin(SCRATCH, None)),
-    ]
-    return [row for row in rows if row.name != WORD_VECTORS or vectors is not None]
-
-
-def _shipped_rows(
-    recipe: DemoRecipe, out: Path, shipped_dir: Path, same_start: bool, seeds: tuple[int, ...]
-) -> list[_Row]:
-    """The shipped model with the first `recipe.shipped_seeds` seeds, and its random twin (its
-    config and vocabulary, the start of the demo's twins) with the first `recipe.twin_seeds`
-    unless it starts as the demo's model does or the recipe runs no twin."""
-    rows = [_Row(SHIPPED, seeds[: recipe.shipped_seeds], lambda seed: shipped_dir)]
-    if same_start or not recipe.twin_seeds:  # the demo's scratch row is its twin; or none
-        return rows
-    config = BertConfig.from_json_file(shipped_dir / "config.json")
-    tokenizer = Tokenizer.from_pretrained(shipped_dir)
-    return rows + [
-        _Row(
-            SHIPPED_SCRATCH,
-            seeds[: min(recipe.twin_seeds, recipe.shipped_seeds)],
-            lambda seed: random_twin(
-                config,
-                tokenizer,
-                seed,
-                BudgetRecipe.position_init,
-                out / "twins" / run_name(SHIPPED_SCRATCH) / f"seed-{seed}",
-            ),
-        )
-    ]
-
-
-def _finetune_rows(
-    recipe: DemoRecipe,
-    task_data: tuple[Task, TaskData, list],
-    rows: list[_Row],
-    rate_and_batch: tuple[float, int],
-    out: Path,
-    show_progress: bool,
-    say,
-) -> dict[str, list[float]]:
-    """Fine-tune every row's seeds with the recipe's settings at `rate_and_batch` (learning
-    rate, batch size); each one's test accuracy."""
-    task, data, test = task_data
-    learning_rate, batch_size = rate_and_batch
-    scores: dict[str, list[float]] = {row.name: [] for row in rows}
-    for seed in dict.fromkeys(seed for row in rows for seed in row.seeds):  # seed by seed
-        for row in (row for row in rows if seed in row.seeds):
-            config = FinetuneConfig(
-                learning_rate=learning_rate,
-                batch_size=batch_size,
-                num_train_epochs=recipe.finetune_epochs,
-                seed=seed,
-            )
-            run_dir = seed_dir(out / "finetune", run_name(row.name), seed)
-            metrics = finetune_and_test(
-                task, data, test, row.source(seed), config, run_dir, show_progress, True
-            )
-            accuracy = metrics[task.primary_metric]
-            scores[row.name].append(accuracy)
-            say(f"  seed {seed}, {row.name:>22}: test {task.primary_metric} {accuracy:.1%}")
-    return scores
-
-
-def _describe_shipped(
-    name: str, folder: Path, recipe: DemoRecipe, demo_dir: Path
-) -> dict[str, Any]:
-    """What the report says of the shipped model: its name, shape and making, and whether it
-    starts as the demo's model does (same architecture and vocabulary: then the demo's scratch
-    row is its random twin)."""
-    config = BertConfig.from_json_file(folder / "config.json")
-    demo_config = BertConfig.from_json_file(demo_dir / "config.json")
-    vocab = Tokenizer.from_pretrained(folder).get_vocab()
-    same_start = _shape(config) == _shape(demo_config) and vocab == (
-        Tokenizer.from_pretrained(demo_dir).get_vocab()
-    )
-    return {
-        "name": name,
-        "folder": str(folder),
-        "shape": f"{config.num_hidden_layers} layers of {config.hidden_size}, "
-        f"{config.num_attention_heads} heads, {config.vocab_size:,} pieces",
-        "demo_shape": f"{demo_config.num_hidden_layers} layers of {demo_config.hidden_size}, "
-        f"{demo_config.num_attention_heads} heads, {demo_config.vocab_size:,} pieces",
-        "about": recipe.shipped_about if name == recipe.shipped_model else "given with --model",
-        "same_start": same_start,
-    }
-
-
-def _shape(config: BertConfig) -> dict[str, Any]:
-    """The architecture, without the dropout (the twins take BERT's for fine-tuning)."""
-    values = config.to_dict()
-    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-        values.pop(key, None)
-    return values
 
 
 def _step_attention(recipe: DemoRecipe, out: Path, say) -> None:

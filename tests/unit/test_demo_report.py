@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-from bertlab.apps.demo import _describe_shipped, _shipped_rows
 from bertlab.apps.demo_config import (
     PRETRAINED,
     RECIPES,
@@ -22,6 +21,7 @@ from bertlab.apps.demo_report import (
     _rows_explained,
     _word_vectors_section,
 )
+from bertlab.apps.demo_rows import describe_shipped, shipped_rows
 
 RECIPE = RECIPES["en"]
 
@@ -29,20 +29,20 @@ RECIPE = RECIPES["en"]
 def test_a_shipped_model_of_the_demos_shape_has_the_demos_scratch_as_twin(
     tmp_path, hub_model_folder
 ) -> None:
-    same = _describe_shipped(RECIPE.shipped_model, hub_model_folder, RECIPE, hub_model_folder)
+    same = describe_shipped(RECIPE.shipped_model, hub_model_folder, RECIPE, hub_model_folder)
     assert same["same_start"] and same["about"] == RECIPE.shipped_about
-    assert [
-        row.name for row in _shipped_rows(RECIPE, tmp_path, hub_model_folder, True, (1, 2))
-    ] == [SHIPPED]
+    assert [row.name for row in shipped_rows(RECIPE, tmp_path, hub_model_folder, True, (1, 2))] == [
+        SHIPPED
+    ]
     wider = tmp_path / "wider"
     shutil.copytree(hub_model_folder, wider)
     config = json.loads((wider / "config.json").read_text())
     (wider / "config.json").write_text(json.dumps(config | {"hidden_size": 64}))
-    other = _describe_shipped(str(wider), wider, RECIPE, hub_model_folder)
+    other = describe_shipped(str(wider), wider, RECIPE, hub_model_folder)
     assert not other["same_start"] and other["about"] == "given with --model"
     assert other["shape"].startswith("2 layers of 64") and other["demo_shape"] != other["shape"]
     seeds = tuple(range(1, 11))
-    rows = _shipped_rows(RECIPE, tmp_path, wider, False, seeds)
+    rows = shipped_rows(RECIPE, tmp_path, wider, False, seeds)
     assert [(row.name, row.seeds) for row in rows] == [
         (SHIPPED, seeds[: RECIPE.shipped_seeds]),
         (SHIPPED_SCRATCH, seeds[: RECIPE.twin_seeds]),
@@ -50,7 +50,7 @@ def test_a_shipped_model_of_the_demos_shape_has_the_demos_scratch_as_twin(
     assert 0 < RECIPE.twin_seeds <= RECIPE.shipped_seeds
     chinese = RECIPES["zh"]  # no time for the twin: the shipped model's seeds only
     assert chinese.twin_seeds == 0
-    rows = _shipped_rows(chinese, tmp_path, wider, False, seeds)
+    rows = shipped_rows(chinese, tmp_path, wider, False, seeds)
     assert [(row.name, row.seeds) for row in rows] == [(SHIPPED, seeds[: chinese.shipped_seeds])]
 
 
