@@ -1,7 +1,7 @@
 """Make the models that ship with bertlab (`bertlab:NAME` in every `--model`): pre-train each with
 the budget recipe on the shared data, then copy its final model into bertlab/models/NAME with
 fp16 weights (about 11 MB for BERT-mini) and a model card that gives the exact command, the data
-and its license.
+and its license. The models and what is said of them are the rows of `bertlab.core.shipped`.
 
     python tools/ship_model.py --data ../shared/data            # every model (make models)
     python tools/ship_model.py --data ../shared/data mini-reviews-en
@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -26,6 +25,7 @@ from safetensors.torch import load_file, save_file
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.hub import SHIPPED_DIR, SHIPPED_PREFIX
 from bertlab.core.model_card import CARD_NAME
+from bertlab.core.shipped import CHECKPOINT_MINUTES, SHARED_DATA, SHIPPED_MODELS, ShippedModel
 from bertlab.training.checkpointing import latest_checkpoint
 from bertlab.training.pretrain_run import PretrainRun, run_pretraining
 
@@ -41,48 +41,6 @@ COPIED = (
 )
 
 
-@dataclass(frozen=True)
-class ShippedModel:
-    """One shipped model: what it is pre-trained on, for how long, and what the card says."""
-
-    name: str
-    corpus: tuple[str, ...]  # relative to --data; "bertlab/..." to the repository
-    budget_minutes: float
-    description: str
-    license: str
-
-
-MODELS = (
-    ShippedModel(
-        name="mini-reviews-en",
-        corpus=("corpus_reviews_en/imdb_reviews.txt.gz",),
-        budget_minutes=60,
-        description="BERT-mini (4 layers of 256) pre-trained for an hour on 2 CPU cores on the "
-        "100,000 IMDB movie reviews, with the recipe of the README's hour (whose run fine-tuned "
-        "SST-2 3.6 points above the same model from scratch)",
-        license="The IMDB Large Movie Review Dataset (Maas et al. 2011, 'Learning Word Vectors "
-        "for Sentiment Analysis', ACL) states no license; its README asks users to cite the "
-        "paper; research use. The model's weights are released under bertlab's Apache-2.0.",
-    ),
-    ShippedModel(
-        name="mini-reviews-zh",
-        corpus=(
-            "corpus_zh/zhwiki_bert_sampled.txt",
-            "corpus_zh/CLUECorpusSmall_bert_sampled.txt",
-            "bertlab/demo_data/chnsenticorp_unlabeled.txt.gz",
-        ),
-        budget_minutes=60,
-        description="BERT-mini (4 layers of 256) pre-trained for an hour on 2 CPU cores on "
-        "the shared Chinese corpus (Wikipedia and CLUECorpusSmall samples) and 8,100 ChnSentiCorp "
-        "reviews (text only; none of the demo's labelled reviews)",
-        license="Chinese Wikipedia: CC BY-SA 3.0; CLUECorpusSmall and ChnSentiCorp: research use, "
-        "no explicit license found (cite the CLUE benchmark and Tan Songbo's ChnSentiCorp). The "
-        "model's weights are released under bertlab's Apache-2.0; the Wikipedia part of its "
-        "training text is CC BY-SA.",
-    ),
-)
-
-
 def corpus_path(path: str, data: Path) -> Path:
     return REPO / path if path.startswith("bertlab/") else data / path
 
@@ -95,17 +53,8 @@ def pretrain_run(model: ShippedModel, data: Path) -> PretrainRun:
         corpus=corpus,
         out=out,
         budget=model.budget_minutes * 60,
-        checkpoint_every_minutes=10,
+        checkpoint_every_minutes=CHECKPOINT_MINUTES,
         resume=resume,
-    )
-
-
-def command(model: ShippedModel) -> str:
-    corpus = " ".join(str(corpus_path(path, Path("../shared/data"))) for path in model.corpus)
-    corpus = corpus.replace(f"{REPO}/", "")
-    return (
-        f"bertlab pretrain --corpus {corpus} "
-        f"--budget {model.budget_minutes:g}m --checkpoint-minutes 10 --out runs/models/{model.name}"
     )
 
 
@@ -148,7 +97,7 @@ Made on the {device} by `make models` (`python tools/ship_model.py --data ../sha
 {model.name}`), which runs:
 
 ```bash
-{command(model)}
+{model.command()}
 ```
 
 and copies `runs/models/{model.name}/final` here. A time budget depends on the machine's speed
@@ -178,15 +127,15 @@ def processor() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="default: every shipped model")
-    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--data", type=Path, default=Path(SHARED_DATA))
     parser.add_argument("--ship-only", action="store_true", help="export finished runs only")
     args = parser.parse_args()
-    known = {model.name: model for model in MODELS}
+    known = {model.name: model for model in SHIPPED_MODELS}
     unknown = [name for name in args.names if name not in known]
     if unknown:
         print(f"unknown model {unknown[0]}; choose from {', '.join(known)}", file=sys.stderr)
         return 2
-    for model in [known[name] for name in args.names] or list(MODELS):
+    for model in [known[name] for name in args.names] or list(SHIPPED_MODELS):
         final = RUNS / model.name / "final"
         if not (final / WEIGHTS).is_file():
             if args.ship_only:

@@ -52,8 +52,7 @@ class DemoRecipe:
     fill_mask_sentences: tuple[str, ...]
     neighbour_words: tuple[str, ...]
     finetune_max_seq_length: int
-    shipped_model: str  # `bertlab:NAME` (bertlab.core.hub)
-    shipped_about: str  # how it was made, as its card in bertlab/models/NAME says
+    shipped_model: str  # `bertlab:NAME`, a row of bertlab.core.shipped.SHIPPED_MODELS
     vocab_size: int = BudgetRecipe.vocab_size
     num_hidden_layers: int = 2
     hidden_size: int = 128
@@ -98,8 +97,6 @@ RECIPES = {
         neighbour_words=("great", "terrible", "boring", "actor", "funny"),
         finetune_max_seq_length=64,
         shipped_model="bertlab:mini-reviews-en",
-        shipped_about="pre-trained with the budget recipe for an hour on 2 CPU cores on all "
-        "100,000 IMDB movie reviews (the demo's slice is 4,571 of them)",
     ),
     "zh": DemoRecipe(
         lang="zh",
@@ -126,8 +123,5 @@ RECIPES = {
         # took 7 min 58 s (docs/demo.md), so the twin is not run (the lab measures it).
         shipped_seeds=5,
         twin_seeds=0,
-        shipped_about="pre-trained with the budget recipe for an hour on 2 CPU cores on "
-        "samples of Chinese Wikipedia and CLUECorpusSmall and the 8,100 unlabeled ChnSentiCorp "
-        "reviews the demo pre-trains on",
     ),
 }

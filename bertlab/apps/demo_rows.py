@@ -27,6 +27,7 @@ from bertlab.apps.demo_config import (
 from bertlab.apps.demo_report import run_name
 from bertlab.apps.flows import finetune_and_test, random_twin, seed_dir
 from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core.shipped import shipped_model
 from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import BudgetRecipe
@@ -172,7 +173,9 @@ def describe_shipped(name: str, folder: Path, recipe: DemoRecipe, demo_dir: Path
         f"{config.num_attention_heads} heads, {config.vocab_size:,} pieces",
         "demo_shape": f"{demo_config.num_hidden_layers} layers of {demo_config.hidden_size}, "
         f"{demo_config.num_attention_heads} heads, {demo_config.vocab_size:,} pieces",
-        "about": recipe.shipped_about if name == recipe.shipped_model else "given with --model",
+        "about": shipped_model(name).about
+        if name == recipe.shipped_model
+        else "given with --model",
         "same_start": same_start,
     }
 

@@ -22,6 +22,7 @@ from bertlab.apps.demo_report import (
     _word_vectors_section,
 )
 from bertlab.apps.demo_rows import describe_shipped, shipped_rows
+from bertlab.core.shipped import shipped_model
 
 RECIPE = RECIPES["en"]
 
@@ -30,7 +31,7 @@ def test_a_shipped_model_of_the_demos_shape_has_the_demos_scratch_as_twin(
     tmp_path, hub_model_folder
 ) -> None:
     same = describe_shipped(RECIPE.shipped_model, hub_model_folder, RECIPE, hub_model_folder)
-    assert same["same_start"] and same["about"] == RECIPE.shipped_about
+    assert same["same_start"] and same["about"] == shipped_model(RECIPE.shipped_model).about
     assert [row.name for row in shipped_rows(RECIPE, tmp_path, hub_model_folder, True, (1, 2))] == [
         SHIPPED
     ]
@@ -59,7 +60,7 @@ def _result(one_class: list | None = None) -> dict:
         "name": RECIPE.shipped_model,
         "shape": "4 layers of 256, 4 heads, 8,000 pieces",
         "demo_shape": "2 layers of 128, 2 heads, 8,000 pieces",
-        "about": RECIPE.shipped_about,
+        "about": shipped_model(RECIPE.shipped_model).about,
         "same_start": False,
     }
     frequent = [["the", 0.05], [".", 0.04], [",", 0.03]]
