@@ -27,8 +27,9 @@ from pathlib import Path
 
 from bertlab.apps import transfer as ex
 from bertlab.apps.flows import summary
-from bertlab.apps.transfer_config import FINETUNE_LEARNING_RATE, TransferConfig
-from bertlab.apps.transfer_data import ROWS, task_splits
+from bertlab.apps.transfer_config import TransferConfig
+from bertlab.apps.transfer_data import task_splits
+from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE, ROWS
 from bertlab.training.budget import FINETUNE_DROPOUT
 
 

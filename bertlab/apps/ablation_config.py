@@ -13,7 +13,7 @@ from typing import Any
 
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_data import CORPORA
+from bertlab.apps.transfer_rows import CORPORA
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.training.budget import budget_recipe

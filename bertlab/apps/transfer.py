@@ -47,7 +47,6 @@ from bertlab.apps.flows import (
 from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
 from bertlab.apps.transfer_config import (
     CONTINUED,
-    FINETUNE_BATCH_SIZE,
     GENERAL,
     POINTED_ARMS,
     PRETRAINED_ARMS,
@@ -60,14 +59,13 @@ from bertlab.apps.transfer_config import (
     point_name,
 )
 from bertlab.apps.transfer_data import (
-    DEV_FRACTION,
     TASK_TEXT_GROUP,
-    TEST_FRACTION,
     task_splits,
     task_text,
     write_task_text,
 )
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
+from bertlab.apps.transfer_rows import DEV_FRACTION, FINETUNE_BATCH_SIZE, TEST_FRACTION
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import (
     OBJECTIVE_DATA,

@@ -13,15 +13,19 @@ from typing import Any
 
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_data import CORPORA, IN_DOMAIN_CORPORA, ROWS
+from bertlab.apps.transfer_rows import (
+    CORPORA,
+    FINETUNE_BATCH_SIZE,
+    FINETUNE_LEARNING_RATE,
+    IN_DOMAIN_CORPORA,
+    ROWS,
+)
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe
 from bertlab.training.loop import FINAL_DIR
 from bertlab.training.pretrain_run import PretrainRun
 
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
-FINETUNE_LEARNING_RATE = 5e-4  # measured for this model size: docs/budget.md#why-each-choice
-FINETUNE_BATCH_SIZE = 32
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
 TASK_TEXT_FILE = "task_text.txt"  # with --task-text: the tasks' unlabeled training text
 PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp", "electra")  # what --pretrain-objective may choose

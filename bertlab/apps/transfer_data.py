@@ -1,6 +1,6 @@
-"""The transfer experiment's data: its rows, default corpora, splits and the tasks' own text.
+"""The transfer experiment's data: its rows' splits and the tasks' own text.
 
-Each row of the experiment's table is a `grid.GridTask`: a registered task
+Each row of the experiment's table (`transfer_rows.ROWS`) is a `grid.GridTask`: a registered task
 (`bertlab.data.tasks.registry`) with the experiment's fine-tuning budget; its training file is
 found by the registry's `train_file` under the data directory, and its train, dev and test splits
 are carved from that file (`task_splits`, for the ablation and strategies experiments too).
@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bertlab.apps.grid import GridTask
+from bertlab.apps.transfer_rows import DEV_FRACTION, TEST_FRACTION
 from bertlab.core.atomic import write_text
 from bertlab.core.config import TaskDataConfig
 from bertlab.data.tasks import TaggedSentence
@@ -21,40 +22,8 @@ from bertlab.data.tasks.splits import holdout_split, phrase_roots, sentence_spli
 from bertlab.task_families import Task, make_task
 from bertlab.training.finetune import TaskData
 
-TEST_FRACTION = 0.2  # of each task's training file, held out as its test split
-DEV_FRACTION = 0.1  # of the rest, held out to pick the best epoch
 MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
 TASK_TEXT_GROUP = 16  # examples per document of the task text (1 with next-sentence prediction)
-
-
-# The table's rows. SST-2 reads one epoch of its 67k phrases, or ten of 1,000 sentences; SST-2
-# and CoLA sentences fit in 64 pieces.
-ROWS = {
-    "en": (
-        GridTask("sst2", "sst2", epochs=1, max_seq_length=64),
-        GridTask("sst2-1k", "sst2", epochs=10, max_seq_length=64, max_train_examples=1000),
-        GridTask("mrpc", "mrpc"),
-        GridTask("stsb", "stsb"),
-        GridTask("rte", "rte"),
-        GridTask("cola", "cola", max_seq_length=64),
-        GridTask("conll2003", "conll2003"),
-    ),
-    "zh": (
-        GridTask("chnsenticorp", "chnsenticorp"),
-        GridTask("resume-ner", "resume-ner"),
-    ),
-}
-# Text of the tasks' own kind (the in-domain arms), relative to the data directory: the IMDB
-# movie reviews for SST-2's movie-review sentences (another site than SST-2's Rotten Tomatoes).
-IN_DOMAIN_CORPORA = {"en": ("corpus_reviews_en/imdb_reviews.txt.gz",), "zh": ()}
-# The pre-training corpora of each language, relative to the data directory.
-CORPORA = {
-    "en": ("corpus_en/enwiki_sample_2014.txt.gz", "corpus_en/enwiki_sample_2021.txt.gz"),
-    "zh": (
-        "corpus_zh/zhwiki_bert_sampled.txt",
-        "corpus_zh/CLUECorpusSmall_bert_sampled.txt",
-    ),
-}
 
 
 def task_splits(data_dir: Path, row: GridTask) -> tuple[Task, TaskData, list]:

@@ -40,10 +40,11 @@ def add_transfer_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import TRANSFER_LANG, TRANSFER_SEEDS, TRANSFER_TASKS
+    from bertlab.apps.transfer_rows import ROWS
+    from bertlab.cli.library_constants import TRANSFER_LANG, TRANSFER_SEEDS
 
-    english = ", ".join(TRANSFER_TASKS["en"])
-    chinese = ", ".join(TRANSFER_TASKS["zh"])
+    english = ", ".join(row.name for row in ROWS["en"])
+    chinese = ", ".join(row.name for row in ROWS["zh"])
     add = parser.add_argument
     add(
         "--data",
@@ -54,7 +55,7 @@ def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--lang",
         default=TRANSFER_LANG,
-        choices=list(TRANSFER_TASKS),
+        choices=list(ROWS),
         help="en or zh (default: en)",
     )
     add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
@@ -393,12 +394,11 @@ def add_strategies_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import (
+    from bertlab.apps.strategies_config import (
+        BERT_DEFAULT,
         STRATEGIES,
-        STRATEGIES_LEARNING_RATE,
-        STRATEGIES_SEEDS,
-        STRATEGY_BASELINE,
         STRATEGY_ROWS,
+        StrategiesConfig,
     )
 
     add = strategies.add_argument
@@ -412,18 +412,21 @@ def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
         metavar="ROW=DIR",
         help="another model for one row (repeatable), e.g. sst2-1k=runs/x/pretrain-in-domain/final",
     )
-    add("--seeds", default=",".join(map(str, STRATEGIES_SEEDS)), help="(default: %(default)s)")
-    add("--tasks", help=f"comma-separated subset of {', '.join(STRATEGY_ROWS)} (default: all)")
+    add(
+        "--seeds", default=",".join(map(str, StrategiesConfig.seeds)), help="(default: %(default)s)"
+    )
+    rows = ", ".join(row.name for row in STRATEGY_ROWS)
+    add("--tasks", help=f"comma-separated subset of {rows} (default: all)")
     add(
         "--strategies",
         default=",".join(STRATEGIES),
-        help=f"comma-separated subset of {', '.join(STRATEGIES)}; {STRATEGY_BASELINE} (BERT's "
+        help=f"comma-separated subset of {', '.join(STRATEGIES)}; {BERT_DEFAULT} (BERT's "
         "default), which the others are judged against, is required (default: all)",
     )
     add(
         "--learning-rate",
         type=float,
-        default=STRATEGIES_LEARNING_RATE,
+        default=StrategiesConfig.learning_rate,
         help="every strategy's top fine-tuning rate (default: %(default)g)",
     )
     add("--no-progress", action="store_true", help="hide progress bars")
@@ -432,7 +435,8 @@ def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
 def run_strategies_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.strategies import StrategiesConfig, run_strategies
+    from bertlab.apps.strategies import run_strategies
+    from bertlab.apps.strategies_config import StrategiesConfig
 
     row_models = {}
     for item in args.row_model:

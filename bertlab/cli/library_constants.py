@@ -24,11 +24,6 @@ TRANSFER_FINETUNE_DROPOUT = 0.1
 TRANSFER_DEFAULT_ARMS = ("general",)
 TRANSFER_ARMS = ("general", "in-domain", "mixed", "continued", "word-vectors")
 PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp", "electra")
-# bertlab.apps.transfer_data: the task names of ROWS, per language
-TRANSFER_TASKS = {
-    "en": ("sst2", "sst2-1k", "mrpc", "stsb", "rte", "cola", "conll2003"),
-    "zh": ("chnsenticorp", "resume-ner"),
-}
 # bertlab.apps.ablation_config: DEFAULT_BUDGET_MINUTES, ROWS, AblationConfig.seeds, the learning
 # rates, TASKS' names and max_train_examples, UNCAPPED_TRAIN_EXAMPLES
 ABLATION_BUDGET_MINUTES = 10.0
@@ -38,13 +33,6 @@ ABLATION_LEARNING_RATE = 5e-4
 ABLATION_FEATURE_LEARNING_RATE = 1e-3
 ABLATION_TRAIN_CAPS = {"sst2": 8000, "mrpc": None, "conll2003": 5000, "squad": 2000}
 ABLATION_UNCAPPED_TRAIN_EXAMPLES = {"sst2": None, "mrpc": None, "conll2003": None, "squad": 3000}
-# bertlab.apps.strategies: BERT_DEFAULT, the keys of STRATEGIES, the names of STRATEGY_ROWS,
-# StrategiesConfig's defaults
-STRATEGY_BASELINE = "bert"
-STRATEGIES = ("bert", "layerwise", "ulmfit", "keras", "frozen")
-STRATEGY_ROWS = ("sst2-500", "sst2-1k", "mrpc-1k", "rte-1k", "conll2003-1k")
-STRATEGIES_SEEDS = (1, 2, 3, 4, 5)
-STRATEGIES_LEARNING_RATE = 5e-4
 
 # (literal here, module, name there[, view]): what tests/unit/test_cli_light_help.py compares. A
 # dotted name is an attribute: "TransferConfig.seeds" is that dataclass field's default. A view
@@ -72,7 +60,6 @@ DECLARED_IN = (
     ("TRANSFER_DEFAULT_ARMS", "bertlab.apps.transfer_config", "TransferConfig.arms"),
     ("TRANSFER_ARMS", "bertlab.apps.transfer_config", "ARMS"),
     ("PRETRAIN_OBJECTIVES", "bertlab.apps.transfer_config", "PRETRAIN_OBJECTIVES"),
-    ("TRANSFER_TASKS", "bertlab.apps.transfer_data", "ROWS", "names per key"),
     ("ABLATION_BUDGET_MINUTES", "bertlab.apps.ablation_config", "DEFAULT_BUDGET_MINUTES"),
     ("ABLATION_ROWS", "bertlab.apps.ablation_config", "ROWS"),
     ("ABLATION_SEEDS", "bertlab.apps.ablation_config", "AblationConfig.seeds"),
@@ -84,9 +71,4 @@ DECLARED_IN = (
         "bertlab.apps.ablation_config",
         "UNCAPPED_TRAIN_EXAMPLES",
     ),
-    ("STRATEGY_BASELINE", "bertlab.apps.strategies", "BERT_DEFAULT"),
-    ("STRATEGIES", "bertlab.apps.strategies", "STRATEGIES", "keys"),
-    ("STRATEGY_ROWS", "bertlab.apps.strategies", "STRATEGY_ROWS", "names"),
-    ("STRATEGIES_SEEDS", "bertlab.apps.strategies", "StrategiesConfig.seeds"),
-    ("STRATEGIES_LEARNING_RATE", "bertlab.apps.strategies", "StrategiesConfig.learning_rate"),
 )

@@ -18,8 +18,9 @@ from bertlab.apps.flows import TEST_FILE, summary
 from bertlab.apps.transfer import _point_models, _twin, prepare_task_text
 from bertlab.apps.transfer_compare import compare_runs
 from bertlab.apps.transfer_config import TransferConfig, experiment_settings
-from bertlab.apps.transfer_data import ROWS, TASK_TEXT_GROUP, task_splits
+from bertlab.apps.transfer_data import TASK_TEXT_GROUP, task_splits
 from bertlab.apps.transfer_report import results_table, verdict
+from bertlab.apps.transfer_rows import ROWS
 from bertlab.cli import main
 from bertlab.core.config import BertConfig
 from bertlab.data.tasks.splits import phrase_roots

@@ -8,13 +8,10 @@ from pathlib import Path
 import pytest
 
 from bertlab.apps.flows import TEST_FILE, random_twin, win_loss_level
-from bertlab.apps.strategies import (
-    STRATEGIES,
-    STRATEGY_ROWS,
-    StrategiesConfig,
-)
+from bertlab.apps.strategies_config import STRATEGIES, STRATEGY_ROWS, StrategiesConfig
 from bertlab.apps.strategies_report import model_name, results_table
-from bertlab.apps.transfer_data import ROWS, task_splits
+from bertlab.apps.transfer_data import task_splits
+from bertlab.apps.transfer_rows import ROWS
 from bertlab.cli import main
 from bertlab.core.config import BertConfig
 from bertlab.tokenizer.wordpiece import Tokenizer

@@ -12,7 +12,8 @@ import pytest
 
 from bertlab.apps.ablation_config import AblationConfig
 from bertlab.apps.flows import SETTINGS_FILE, check_settings, config_settings
-from bertlab.apps.strategies import StrategiesConfig
+from bertlab.apps.strategies import strategies_settings
+from bertlab.apps.strategies_config import StrategiesConfig
 from bertlab.apps.transfer_config import TransferConfig, experiment_settings
 from bertlab.training.budget import budget_recipe
 
@@ -137,8 +138,8 @@ def test_a_strategies_comparison_written_before_continues(tmp_path) -> None:
         "models": {row: str(model) for row in rows},
     }
     config = StrategiesConfig(data, out, model, tasks=("rte-1k",), strategies=("bert",))
-    assert config.settings() == written
-    _continues(out, written, config.settings())
+    assert strategies_settings(config) == written
+    _continues(out, written, strategies_settings(config))
 
 
 @dataclass(frozen=True)

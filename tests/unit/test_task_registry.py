@@ -16,7 +16,8 @@ import pytest
 
 import bertlab
 from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_data import ROWS, task_splits
+from bertlab.apps.transfer_data import task_splits
+from bertlab.apps.transfer_rows import ROWS
 from bertlab.cli import build_parser, main, task_configs
 from bertlab.core.config import TaskDataConfig
 from bertlab.data.tasks import registry
