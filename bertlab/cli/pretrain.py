@@ -170,7 +170,6 @@ def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
         help=f"warmup share of the run (default: {train.warmup_proportion})",
     )
     # the flag's old name (issue 52), still read; --help shows the new one only
-    add("--warmup", dest="warmup_proportion", type=float, help=argparse.SUPPRESS)
     add(
         "--schedule",
         choices=("linear", "one-cycle"),

@@ -359,32 +359,6 @@ class ElectraConfig:
         return dataclasses.asdict(self)
 
 
-# Pre-training called its warmup share `warmup_fraction` (and `bertlab pretrain --warmup`) until it
-# took fine-tuning's name (issue 52). Checkpoints and budget plans written before still say it.
-OLD_WARMUP_NAME = "warmup_fraction"
-
-
-def with_new_warmup_name(values: dict[str, Any]) -> dict[str, Any]:
-    """`values` (saved settings) with `OLD_WARMUP_NAME` read as `warmup_proportion`.
-
-    >>> with_new_warmup_name({"warmup_fraction": 0.1, "decay": "linear"})
-    {'decay': 'linear', 'warmup_proportion': 0.1}
-
-    Raises:
-        ValueError: if both names are there, with different values.
-    """
-    if OLD_WARMUP_NAME not in values:
-        return values
-    values = dict(values)
-    old = values.pop(OLD_WARMUP_NAME)
-    if values.setdefault("warmup_proportion", old) != old:
-        raise ValueError(
-            f"{OLD_WARMUP_NAME} ({old}) is the old name of warmup_proportion "
-            f"({values['warmup_proportion']}); give one"
-        )
-    return values
-
-
 @dataclass(frozen=True)
 class PretrainConfig:
     """How the pre-training loop runs. Defaults are the BERT paper's (Appendix A.2: Adam, learning

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from bertlab.core.atomic import write_json
-from bertlab.core.config import PRESETS, BertConfig, with_new_warmup_name
+from bertlab.core.config import PRESETS, BertConfig
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -109,7 +109,7 @@ class BudgetPlan:
 
     @classmethod
     def from_json(cls, values: dict[str, Any]) -> BudgetPlan:
-        recipe = BudgetRecipe(**with_new_warmup_name(values["recipe"]))  # plans before the rename
+        recipe = BudgetRecipe(**values["recipe"])
         return cls(**(values | {"recipe": recipe}))
 
 

@@ -43,7 +43,6 @@ from bertlab.core.config import (
     STLR_CUT_FRAC,
     STLR_RATIO,
     FinetuneConfig,
-    with_new_warmup_name,
 )
 from bertlab.network.bert import BertModel
 
@@ -563,7 +562,6 @@ class BudgetSchedule:
             ValueError: if the saved schedule has another shape (warmup proportion or decay) or
                 another number of param groups; a resumed run must continue the same schedule.
         """
-        state_dict = with_new_warmup_name(state_dict)  # a checkpoint from before the rename
         saved = (state_dict["warmup_proportion"], state_dict["decay"])
         if saved != (self.warmup_proportion, self.decay):
             raise ValueError(

@@ -22,9 +22,8 @@ import itertools
 import logging
 import math
 import os
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +38,12 @@ from bertlab.core.atomic import (
     run_lock,
 )
 from bertlab.core.config import (
-    OLD_WARMUP_NAME,
     PRESETS,
     BertConfig,
     PretrainConfig,
     PretrainDataConfig,
     check_training_time,
     objective_data,
-    with_new_warmup_name,
 )
 from bertlab.core.corpus_sources import CorpusReading, open_corpus
 from bertlab.core.model_card import ModelCard, write_model_card
@@ -178,8 +175,6 @@ class PretrainRun:
         resume: continue from the latest checkpoint in `out`.
         plan: the budget recipe planned for the machine (`bertlab.training.budget_plan`), set by
             `run_pretraining`; None: the measured CPU recipe until then. Not a flag.
-        warmup_fraction: the old name of `warmup_proportion`, still taken (with a
-            FutureWarning); not a field.
         The rest are the fields of `PretrainDataConfig` and `PretrainConfig` of the same names.
     """
 
@@ -231,11 +226,8 @@ class PretrainRun:
     generator_size: float | None = None
     rtd_weight: float | None = None
     plan: BudgetPlan | None = None
-    warmup_fraction: InitVar[float | None] = None  # OLD_WARMUP_NAME, before issue 52
 
-    def __post_init__(self, warmup_fraction: float | None) -> None:
-        if warmup_fraction is not None:
-            self._take_old_warmup_name(warmup_fraction)
+    def __post_init__(self) -> None:
         if not self.corpus:
             raise ValueError("give at least one corpus file")
         durations = [self.budget, self.max_steps, self.max_time]
@@ -283,19 +275,6 @@ class PretrainRun:
             if given and not set(given) <= set(own):
                 raise ValueError(f"{' and '.join(given)} apply to objective {other.name} only")
         self.objective_settings()
-
-    def _take_old_warmup_name(self, warmup_fraction: float) -> None:
-        """`warmup_proportion` from its old name, with a warning (ValueError if both differ)."""
-        warnings.warn(
-            f"PretrainRun's {OLD_WARMUP_NAME} is now called warmup_proportion",
-            FutureWarning,
-            stacklevel=4,  # the caller of PretrainRun(...), above __init__ and __post_init__
-        )
-        given = {OLD_WARMUP_NAME: warmup_fraction, "warmup_proportion": self.warmup_proportion}
-        if self.warmup_proportion is None:
-            del given["warmup_proportion"]
-        proportion = with_new_warmup_name(given)["warmup_proportion"]
-        object.__setattr__(self, "warmup_proportion", proportion)  # frozen; still constructing
 
     # --- what the run resolves to -------------------------------------------------------------
 

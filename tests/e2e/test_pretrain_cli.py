@@ -332,8 +332,7 @@ def test_a_diverging_run_stops_keeping_its_last_finite_checkpoints(
     checkpoints away. Now it stops at the first non-finite step with one line, exit 1."""
     out = tmp_path / "run"
     args = _args(pretrain_files, tmp_path, out, "--max-steps", "60", "--learning-rate", "1e6")
-    # --warmup: the old name of --warmup-proportion (issue 52), still read
-    args += ["--checkpoint-every", "1", "--keep-checkpoints", "2", "--warmup", "0"]
+    args += ["--checkpoint-every", "1", "--keep-checkpoints", "2", "--warmup-proportion", "0"]
     error = _fails(args, capsys, "training diverged at step")
     assert "is not finite" in error and "lower --learning-rate" in error
     assert not (out / "final").exists()

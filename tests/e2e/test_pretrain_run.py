@@ -34,26 +34,6 @@ def test_every_pretrain_flag_is_a_field_of_the_run_and_back() -> None:
     assert flags == fields
 
 
-def test_the_warmup_flag_and_field_keep_their_old_names(tmp_path, capsys) -> None:
-    """`--warmup` and `warmup_fraction` were renamed `warmup_proportion`, fine-tuning's name
-    (issue 52): the old flag still parses (hidden from --help), the old keyword still builds the
-    run with a warning, and both names at once with different values are refused."""
-    parser = _pretrain_parser()
-    base = ["--corpus", "c.txt", "--out", str(tmp_path), "--max-steps", "3"]
-    assert parser.parse_args([*base, "--warmup", "0.3"]).warmup_proportion == 0.3
-    assert parser.parse_args([*base, "--warmup-proportion", "0.4"]).warmup_proportion == 0.4
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--help"])
-    usage = capsys.readouterr().out
-    assert "--warmup-proportion" in usage and "--warmup " not in usage
-    with pytest.warns(FutureWarning, match="warmup_fraction is now called warmup_proportion"):
-        run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=600, warmup_fraction=0.3)
-    assert run.warmup_proportion == 0.3 and run.loop_config().warmup_proportion == 0.3
-    assert dataclasses.replace(run, max_steps=None).warmup_proportion == 0.3
-    with pytest.raises(ValueError, match="old name of warmup_proportion"), pytest.warns():
-        PretrainRun(["c.txt"], tmp_path, 600, warmup_fraction=0.3, warmup_proportion=0.2)
-
-
 def test_the_recipe_line_says_masking_only_for_the_masked_objectives(tmp_path) -> None:
     def line(objective: str) -> str:
         run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=600, objective=objective)

@@ -4,7 +4,6 @@ speeds, the plan kept in OUT for --resume."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from types import SimpleNamespace
 
 import pytest
@@ -134,15 +133,6 @@ def test_the_plan_is_kept_for_the_same_budget_size_and_device_only(tmp_path) -> 
     assert load_plan(tmp_path, 300, None, "CPU") is None
     (tmp_path / "budget_plan.json").write_text("{not json", encoding="utf-8")
     assert load_plan(tmp_path, 300, None, "NVIDIA H200") is None
-
-
-def test_a_plan_written_before_the_warmup_rename_is_still_read(tmp_path) -> None:
-    """Plans saved when the recipe's field was `warmup_fraction` (issue 52) resume as planned."""
-    plan = BudgetPlan(300, None, "NVIDIA H200", accelerator_recipe("mini"), {"mini": 5e5}, {})
-    saved = plan.to_json()
-    saved["recipe"]["warmup_fraction"] = saved["recipe"].pop("warmup_proportion")
-    (tmp_path / "budget_plan.json").write_text(json.dumps(saved), encoding="utf-8")
-    assert load_plan(tmp_path, 300, None, "NVIDIA H200") == plan
 
 
 def test_the_plans_report_names_the_speeds_the_shape_and_the_tokens() -> None:

@@ -1,9 +1,8 @@
-import dataclasses
 import json
 
 import pytest
 
-from bertlab.core.config import PRESETS, BertConfig, PretrainConfig, with_new_warmup_name
+from bertlab.core.config import PRESETS, BertConfig
 
 
 @pytest.mark.parametrize(
@@ -102,20 +101,3 @@ def test_causal_option_is_written_as_hf_is_decoder_and_read_back(tiny_config):
     causal = tiny_config.replace(is_causal=True)
     assert causal.to_dict()["is_decoder"] is True
     assert BertConfig.from_dict(causal.to_dict()) == causal
-
-
-def test_saved_settings_read_the_old_warmup_name_as_the_new() -> None:
-    """Pre-training's `warmup_fraction` is `warmup_proportion` since issue 52; files from before
-    (checkpoints, budget plans) go through `with_new_warmup_name`."""
-    assert with_new_warmup_name({"warmup_fraction": 0.1, "decay": "linear"}) == {
-        "decay": "linear",
-        "warmup_proportion": 0.1,
-    }
-    assert with_new_warmup_name({"warmup_proportion": 0.2}) == {"warmup_proportion": 0.2}
-    assert with_new_warmup_name({"warmup_fraction": 0.2, "warmup_proportion": 0.2}) == {
-        "warmup_proportion": 0.2
-    }
-    with pytest.raises(ValueError, match="give one"):
-        with_new_warmup_name({"warmup_fraction": 0.1, "warmup_proportion": 0.2})
-    assert PretrainConfig(max_steps=1).warmup_proportion == 0.01
-    assert "warmup_fraction" not in {f.name for f in dataclasses.fields(PretrainConfig)}

@@ -213,19 +213,6 @@ def test_budget_schedule_state_dict_round_trip(model):
         )
 
 
-def test_a_schedule_saved_before_the_warmup_rename_resumes(model):
-    """Checkpoints written when the key was `warmup_fraction` (issue 52) still load."""
-    schedule = BudgetSchedule(build_optimizer(model, 1e-3), warmup_proportion=0.1)
-    schedule.step(0.37)
-    saved = schedule.state_dict()
-    saved["warmup_fraction"] = saved.pop("warmup_proportion")
-    resumed = BudgetSchedule(build_optimizer(model, 1e-3), warmup_proportion=0.1)
-    resumed.load_state_dict(saved)
-    assert resumed.get_last_lr() == schedule.get_last_lr()
-    with pytest.raises(ValueError, match="differs"):
-        BudgetSchedule(build_optimizer(model, 1e-3), 0.2).load_state_dict(saved)
-
-
 def test_budget_schedule_built_after_loading_optimizer_keeps_the_peak(model):
     optimizer = build_optimizer(model, learning_rate=1e-3)
     BudgetSchedule(optimizer, warmup_proportion=0.5).step(0.25)  # lr is now half the peak
