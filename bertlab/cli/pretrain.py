@@ -148,7 +148,7 @@ def _add_length_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.core.config import PretrainConfig
+    from bertlab.core.config import PRETRAIN_SCHEDULES, PretrainConfig
 
     group = parser.add_argument_group("batch, optimizer and schedule")
     add = group.add_argument
@@ -169,12 +169,12 @@ def _add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         help=f"warmup share of the run (default: {train.warmup_proportion})",
     )
-    # the flag's old name (issue 52), still read; --help shows the new one only
+    shapes = ", ".join(f"{name}: {shape}" for name, shape in PRETRAIN_SCHEDULES.items())
     add(
         "--schedule",
-        choices=("linear", "one-cycle"),
-        help="learning rate over --max-steps or --max-time: linear (BERT's warmup and decay) or "
-        "one-cycle (cosine rise and fall) (default: linear)",
+        choices=tuple(PRETRAIN_SCHEDULES),
+        help=f"learning rate over the steps of --max-steps or the training time of --max-time "
+        f"and --budget; {shapes} (default: {train.schedule})",
     )
     add("--weight-decay", type=float, help=f"(default: {train.weight_decay})")
     add("--dropout", type=float, help="hidden and attention dropout (default: the config's)")

@@ -359,6 +359,16 @@ class ElectraConfig:
         return dataclasses.asdict(self)
 
 
+# Pre-training learning-rate schedules (`bertlab.training.optim.pretrain_schedule` builds them),
+# each over the run's budget: its optimizer steps (`max_steps`) or its training time (`max_time`,
+# which a `--budget` run sets). Names and what they do; torch-free, for `bertlab pretrain --help`.
+LINEAR_WARMUP_DECAY, ONE_CYCLE = "linear", "one-cycle"
+PRETRAIN_SCHEDULES = {
+    LINEAR_WARMUP_DECAY: "linear warmup and decay (BERT's)",
+    ONE_CYCLE: "cosine rise and fall (1cycle)",
+}
+
+
 @dataclass(frozen=True)
 class PretrainConfig:
     """How the pre-training loop runs. Defaults are the BERT paper's (Appendix A.2: Adam, learning
@@ -368,7 +378,7 @@ class PretrainConfig:
     learning_rate: float = 1e-4  # paper A.2
     weight_decay: float = 0.01  # paper A.2
     warmup_proportion: float = 0.01  # paper A.2: 10,000 of 1,000,000 steps
-    schedule: str = "linear"  # "linear" (BERT's) or "one-cycle", over max_steps or max_time
+    schedule: str = LINEAR_WARMUP_DECAY  # one of PRETRAIN_SCHEDULES, over max_steps or max_time
     batch_size: int = 32  # examples per optimizer step in each process
     gradient_accumulation_steps: int = 1  # micro-batches of batch_size // steps each
     max_grad_norm: float = 1.0  # Google's optimization.py: clip_by_global_norm(grads, 1.0)
@@ -425,6 +435,17 @@ class PretrainConfig:
             raise ValueError("need learning_rate > 0, weight_decay >= 0 and max_grad_norm > 0")
         if not 0.0 <= self.warmup_proportion < 1.0:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        if self.schedule not in PRETRAIN_SCHEDULES:
+            raise ValueError(
+                f"unknown schedule {self.schedule!r}; choose one of {', '.join(PRETRAIN_SCHEDULES)}"
+            )
+
+    def budget_used(self, step: int, elapsed: float) -> float:
+        """The fraction of the budget used after `step` optimizer steps and `elapsed` seconds of
+        training: of `max_time` if given, else of `max_steps`."""
+        if self.max_time is not None:
+            return elapsed / self.max_time
+        return step / self.max_steps
 
     @property
     def micro_batch_size(self) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertlab.core.atomic import write_json
+from bertlab.core.config import ONE_CYCLE
 
 if TYPE_CHECKING:
     from bertlab.network.bert import BertEmbeddings
@@ -48,7 +49,7 @@ class BudgetRecipe:
     mlm_probability: float = 0.4  # leaves the unigram plateau first: docs/budget.md#why-each-choice
     learning_rate: float = 2e-3
     warmup_proportion: float = 0.1
-    schedule: str = "one-cycle"
+    schedule: str = ONE_CYCLE
     dropout: float = 0.0
     position_init: str = "sinusoidal"
     # English corpora carry a few thousand rare CJK ideographs; kept whole, they would take a

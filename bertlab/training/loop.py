@@ -63,7 +63,7 @@ from bertlab.training import checkpointing
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.objectives import FINAL_DIR as FINAL_DIR  # read from here too
 from bertlab.training.objectives import StepShare, objective_of
-from bertlab.training.optim import BudgetSchedule, build_optimizer, linear_warmup_decay
+from bertlab.training.optim import build_optimizer, pretrain_schedule
 from bertlab.training.pretrain_stats import (
     CURVE_PANELS,
     STAT_TOKENS,
@@ -267,13 +267,7 @@ class _Run:
         self.defers_finite_check = _defers_finite_check(self.device, self.optimizer)
         # The first step whose gradient norm was not finite, 0 for none (read at `_check_steps`).
         self.first_bad_step = torch.zeros((), dtype=torch.int64, device=self.device)
-        if config.max_steps is not None and config.schedule == "linear":
-            warmup = round(config.warmup_proportion * config.max_steps)
-            self.schedule = linear_warmup_decay(self.optimizer, warmup, config.max_steps)
-        else:  # a shape over the time budget, or one-cycle over the steps
-            self.schedule = BudgetSchedule(
-                self.optimizer, config.warmup_proportion, config.schedule
-            )
+        self.schedule = pretrain_schedule(self.optimizer, config)
         self.progress = Progress()
         self.metrics: MetricsLog | None = None
         self.restored_rng: dict[str, Any] | None = None
@@ -333,7 +327,7 @@ class _Run:
         while not self._done():
             started = time.perf_counter()
             micro_batches = [next(batches) for _ in range(config.gradient_accumulation_steps)]
-            self._schedule_before_step()
+            self.schedule.before_step(config.budget_used(self.progress.step, self.progress.elapsed))
             stats, tokens = self._step(train_model, [batch for batch, _ in micro_batches])
             self.progress.elapsed += self._agreed(time.perf_counter() - started)
             self.progress.step += 1
@@ -395,13 +389,6 @@ class _Run:
         dist.broadcast(tensor, src=0)
         return float(tensor)
 
-    def _schedule_before_step(self) -> None:
-        if isinstance(self.schedule, BudgetSchedule):
-            if self.config.max_time is not None:
-                self.schedule.step(self.progress.elapsed / self.config.max_time)
-            else:
-                self.schedule.step(self.progress.step / self.config.max_steps)
-
     def _step(
         self, train_model: nn.Module, batches: list[dict[str, torch.Tensor]]
     ) -> tuple[torch.Tensor, int]:
@@ -443,8 +430,7 @@ class _Run:
         if found_inf is not None:
             del self.optimizer.found_inf
         self.optimizer.zero_grad(set_to_none=True)
-        if not isinstance(self.schedule, BudgetSchedule):
-            self.schedule.step()
+        self.schedule.after_step()
         return stats, int(totals[1])
 
     def _guard_step(self, norm: torch.Tensor, stats: torch.Tensor) -> torch.Tensor | None:

@@ -14,6 +14,9 @@ Schedules:
 - `BudgetSchedule` follows the fraction of a budget used, which the loop passes in: of the time
   budget (`--max-time`, linear or one-cycle), or of `--max-steps` for the one-cycle shape. Call
   `schedule.step(progress)` before each `optimizer.step()`.
+- Pre-training's schedules are named in one table (`core.config.PRETRAIN_SCHEDULES`) and built
+  by `pretrain_schedule`, a `BudgetSchedule` or a `linear_warmup_decay` over the steps
+  (`StepsSchedule`), both driven by `before_step` and `after_step`.
 
 Resuming: build the optimizer and the schedule exactly as at the start of the run, then load the
 optimizer's state dict, then the schedule's.
@@ -39,10 +42,13 @@ from torch.optim.lr_scheduler import LambdaLR
 from bertlab.core.config import (
     CONSTANT_SCHEDULE,
     LINEAR_SCHEDULE,
+    LINEAR_WARMUP_DECAY,
+    ONE_CYCLE,
     SLANTED_TRIANGULAR_SCHEDULE,
     STLR_CUT_FRAC,
     STLR_RATIO,
     FinetuneConfig,
+    PretrainConfig,
 )
 from bertlab.network.bert import BertModel
 
@@ -466,8 +472,8 @@ def _one_cycle_budget(progress: float, warmup_proportion: float) -> float:
 
 
 BUDGET_DECAYS: dict[str, Callable[[float, float], float]] = {
-    "linear": _linear_budget,
-    "one-cycle": _one_cycle_budget,
+    LINEAR_WARMUP_DECAY: _linear_budget,
+    ONE_CYCLE: _one_cycle_budget,
 }
 
 
@@ -542,6 +548,13 @@ class BudgetSchedule:
         for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base_lr * factor
 
+    def before_step(self, budget_used: float) -> None:
+        """Before each `optimizer.step()`: the rates for the fraction of the budget used."""
+        self.step(budget_used)
+
+    def after_step(self) -> None:
+        """After each `optimizer.step()`: nothing, the rates follow the budget used."""
+
     def get_last_lr(self) -> list[float]:
         """The learning rate of each param group, as set by the last `step`."""
         return [group["lr"] for group in self.optimizer.param_groups]
@@ -578,3 +591,58 @@ class BudgetSchedule:
             group["initial_lr"] = base_lr
         self.progress = state_dict["progress"]
         self._apply()
+
+
+class StepsSchedule:
+    """A `LambdaLR` over optimizer steps behind `BudgetSchedule`'s `before_step` and `after_step`,
+    so that the pre-training loop drives either the same way. Its state dict is the `LambdaLR`'s.
+    """
+
+    def __init__(self, scheduler: LambdaLR) -> None:
+        self.scheduler = scheduler
+
+    def before_step(self, budget_used: float) -> None:
+        """Before each `optimizer.step()`: nothing, the step count sets the rates."""
+
+    def after_step(self) -> None:
+        """After each `optimizer.step()`: the rates of the next step."""
+        self.scheduler.step()
+
+    def get_last_lr(self) -> list[float]:
+        return self.scheduler.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.scheduler.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(state_dict)
+
+
+def pretrain_schedule(
+    optimizer: torch.optim.Optimizer, config: PretrainConfig
+) -> StepsSchedule | BudgetSchedule:
+    """The schedule `config.schedule` names (`PRETRAIN_SCHEDULES`), over the run's budget, with
+    warmup over `warmup_proportion` of it. linear warmup and decay: over the optimizer steps of
+    `max_steps` (`linear_warmup_decay`, the warmup rounded to whole steps), or over the fraction
+    of `max_time` used (`BudgetSchedule`); one-cycle: over the fraction of the steps or of the
+    time used (`BudgetSchedule`). Drive it with `before_step(config.budget_used(...))` and
+    `after_step()` around each `optimizer.step()`.
+
+    Raises:
+        ValueError: an unknown schedule, or from the schedule's own checks.
+    """
+    proportion = config.warmup_proportion
+
+    def linear() -> StepsSchedule | BudgetSchedule:
+        if config.max_steps is None:
+            return BudgetSchedule(optimizer, proportion, LINEAR_WARMUP_DECAY)
+        warmup_steps = round(proportion * config.max_steps)
+        return StepsSchedule(linear_warmup_decay(optimizer, warmup_steps, config.max_steps))
+
+    builders: dict[str, Callable[[], StepsSchedule | BudgetSchedule]] = {
+        LINEAR_WARMUP_DECAY: linear,
+        ONE_CYCLE: lambda: BudgetSchedule(optimizer, proportion, ONE_CYCLE),
+    }
+    if config.schedule not in builders:
+        raise ValueError(f"unknown schedule {config.schedule!r}; choose one of {list(builders)}")
+    return builders[config.schedule]()

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import build_parser, main
-from bertlab.core.config import BertConfig
+from bertlab.core.config import PRETRAIN_SCHEDULES, BertConfig
 
 
 def _pretrain_parser() -> argparse.ArgumentParser:
@@ -32,6 +32,27 @@ def test_every_pretrain_flag_is_a_field_of_the_run_and_back() -> None:
     # plan is what run_pretraining measured on the machine (`budget_plan`), never given by hand.
     fields = {field.name for field in dataclasses.fields(PretrainRun)} - {"plan"}
     assert flags == fields
+
+
+def test_the_schedule_flag_offers_the_tables_schedules(tmp_path, capsys) -> None:
+    """`--schedule` takes the names of `PRETRAIN_SCHEDULES` and its help says what each does;
+    a name outside the table is refused by the parser, and by `PretrainRun` from Python."""
+    parser = _pretrain_parser()
+    base = ["--corpus", "c.txt", "--out", str(tmp_path), "--max-steps", "3"]
+    for name in PRETRAIN_SCHEDULES:
+        assert parser.parse_args([*base, "--schedule", name]).schedule == name
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--schedule", "cosine"])
+    assert "invalid choice: 'cosine'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    for name, shape in PRETRAIN_SCHEDULES.items():
+        assert f"{name}: {shape}" in usage
+    with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
+        PretrainRun(
+            corpus=["c.txt"], out=tmp_path, max_steps=3, tokenizer="v.txt", schedule="cosine"
+        )
 
 
 def test_the_recipe_line_says_masking_only_for_the_masked_objectives(tmp_path) -> None:

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bertlab.core.config import PRESETS, BertConfig
+from bertlab.core.config import PRESETS, PRETRAIN_SCHEDULES, BertConfig, PretrainConfig
 
 
 @pytest.mark.parametrize(
@@ -101,3 +101,17 @@ def test_causal_option_is_written_as_hf_is_decoder_and_read_back(tiny_config):
     causal = tiny_config.replace(is_causal=True)
     assert causal.to_dict()["is_decoder"] is True
     assert BertConfig.from_dict(causal.to_dict()) == causal
+
+
+def test_the_pretraining_schedule_is_one_of_the_table() -> None:
+    """An unknown `PretrainConfig.schedule` is refused when the config is built, naming the
+    table's schedules, not at the first step."""
+    for name in PRETRAIN_SCHEDULES:
+        assert PretrainConfig(max_steps=10, schedule=name).schedule == name
+    with pytest.raises(ValueError, match="unknown schedule 'cosine'; choose one of linear, one-"):
+        PretrainConfig(max_steps=10, schedule="cosine")
+
+
+def test_the_budget_used_is_of_the_time_or_of_the_steps() -> None:
+    assert PretrainConfig(max_steps=10).budget_used(step=4, elapsed=99.0) == 0.4
+    assert PretrainConfig(max_time=200.0).budget_used(step=4, elapsed=50.0) == 0.25

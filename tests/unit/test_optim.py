@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
+from bertlab.core.config import PRETRAIN_SCHEDULES, PretrainConfig
 from bertlab.network.bert import BertForPreTraining
 from bertlab.training.optim import (
     ADAM_BETAS,
     ADAM_EPSILON,
     WEIGHT_DECAY,
     BudgetSchedule,
+    StepsSchedule,
     build_optimizer,
     linear_warmup_decay,
     parameter_groups,
+    pretrain_schedule,
 )
 
 
@@ -221,3 +226,44 @@ def test_budget_schedule_built_after_loading_optimizer_keeps_the_peak(model):
     resumed = BudgetSchedule(resumed_optimizer, warmup_proportion=0.5)
     resumed.step(0.5)
     assert resumed.get_last_lr() == pytest.approx([1e-3, 1e-3])
+
+
+@pytest.mark.parametrize("name", list(PRETRAIN_SCHEDULES))
+@pytest.mark.parametrize("budget", [{"max_steps": 8}, {"max_time": 80.0}])
+def test_each_pretraining_schedule_follows_the_budget_it_is_given(name, budget):
+    """Every name of the table builds a schedule, driven as the loop drives it; linear warmup and
+    decay counts the optimizer steps with max_steps (BERT's `linear_warmup_decay`) and the
+    training time with max_time, one-cycle the fraction of either. 8 steps of 10 s, warmup 2."""
+    config = PretrainConfig(schedule=name, warmup_proportion=0.25, learning_rate=1.0, **budget)
+    optimizer = _single_parameter_optimizer()
+    schedule = pretrain_schedule(optimizer, config)
+    rates = []
+    for step in range(8):
+        schedule.before_step(config.budget_used(step, elapsed=10.0 * step))
+        rates.append(schedule.get_last_lr()[0])
+        optimizer.step()
+        schedule.after_step()
+    if name == "linear":
+        expected = [0, 0.5, 1, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6]
+    else:  # cosine rise over the first quarter, cosine fall over the rest
+        rise = [(1 - math.cos(math.pi * step / 2)) / 2 for step in range(2)]
+        expected = rise + [(1 + math.cos(math.pi * (step - 2) / 6)) / 2 for step in range(2, 8)]
+    assert rates == pytest.approx(expected)
+    assert isinstance(schedule, StepsSchedule) == (name == "linear" and "max_steps" in budget)
+
+
+def test_a_steps_schedule_saves_as_its_lambda_lr(model):
+    """Checkpoints of a run over steps hold the `LambdaLR`'s state, as before the schedule table."""
+    optimizer = build_optimizer(model, 1e-3)
+    schedule = pretrain_schedule(optimizer, PretrainConfig(max_steps=12, warmup_proportion=0.25))
+    reference = linear_warmup_decay(build_optimizer(model, 1e-3), 3, 12)
+    for _ in range(5):
+        optimizer.step()
+        schedule.after_step()
+        reference.optimizer.step()
+        reference.step()
+    assert schedule.state_dict() == reference.state_dict()
+    config = PretrainConfig(max_steps=12, warmup_proportion=0.25)
+    resumed = pretrain_schedule(build_optimizer(model, 1e-3), config)
+    resumed.load_state_dict(schedule.state_dict())
+    assert resumed.get_last_lr() == reference.get_last_lr()
