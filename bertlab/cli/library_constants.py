@@ -1,18 +1,13 @@
 """Library constants that `--help` shows, as literals, so that building the parser imports no torch.
 
-The modules that declare them (the experiments' `bertlab.apps`, pre-training's run) import
-torch, which takes seconds on a busy machine; `bertlab --help` and `bertlab COMMAND --help`
-must not wait for that. Each literal names its declaration
-in DECLARED_IN, and tests/unit/test_cli_light_help.py checks that the two agree, so they cannot
-drift apart.
+The modules that declare them (the experiments' `bertlab.apps`) import torch, which takes
+seconds on a busy machine; `bertlab --help` and `bertlab COMMAND --help` must not wait for that.
+Each literal names its declaration in DECLARED_IN, and tests/unit/test_cli_light_help.py checks
+that the two agree, so they cannot drift apart.
 """
 
 from __future__ import annotations
 
-# bertlab.training.pretrain_run
-CORPUS_CACHE_DIR = "corpus"
-DEFAULT_MODEL_SIZE = "mini"
-LANGS = ("auto", "en", "zh")
 # bertlab.apps.transfer_config: TransferConfig's defaults, PRETRAIN_OBJECTIVES, ARMS
 TRANSFER_LANG = "en"
 TRANSFER_BUDGET_MINUTES = 60.0
@@ -39,9 +34,6 @@ ABLATION_UNCAPPED_TRAIN_EXAMPLES = {"sst2": None, "mrpc": None, "conll2003": Non
 # says what the literal copies of a table, as the test's VIEWS reads it: "keys" of a mapping,
 # "names" of rows, "names per key" of a mapping of rows, "max_train_examples by name" of rows.
 DECLARED_IN = (
-    ("CORPUS_CACHE_DIR", "bertlab.training.pretrain_run", "CORPUS_CACHE_DIR"),
-    ("DEFAULT_MODEL_SIZE", "bertlab.training.pretrain_run", "DEFAULT_MODEL_SIZE"),
-    ("LANGS", "bertlab.training.pretrain_run", "LANGS"),
     ("TRANSFER_LANG", "bertlab.apps.transfer_config", "TransferConfig.lang"),
     ("TRANSFER_BUDGET_MINUTES", "bertlab.apps.transfer_config", "TransferConfig.budget_minutes"),
     ("TRANSFER_POINTS", "bertlab.apps.transfer_config", "TransferConfig.points"),

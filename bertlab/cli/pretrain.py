@@ -53,9 +53,9 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
     from bertlab.core.config import PRESETS
     from bertlab.training.budget import POSITION_INITS, BudgetRecipe
+    from bertlab.training.pretrain_options import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
 
     group = parser.add_argument_group("corpus, vocabulary and model")
     add = group.add_argument

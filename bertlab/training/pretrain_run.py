@@ -97,6 +97,12 @@ from bertlab.training.loop import (
     training_stream,
 )
 from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
+from bertlab.training.pretrain_options import (
+    CORPUS_CACHE_DIR,
+    DEFAULT_MODEL_SIZE,
+    LANGS,
+    TOKENIZER_DIR,
+)
 from bertlab.training.pretrain_stats import (
     PLATEAU_DOCS,
     near_chance_warning,
@@ -106,10 +112,6 @@ from bertlab.training.pretrain_stats import (
 
 logger = logging.getLogger(__name__)
 
-CORPUS_CACHE_DIR = "corpus"  # OUT/corpus: the tokenized corpus, unless `corpus_cache` says
-TOKENIZER_DIR = "tokenizer"  # OUT/tokenizer: a vocabulary trained on the corpus
-DEFAULT_MODEL_SIZE = "mini"
-LANGS = ("auto", "en", "zh")
 # Training memory per layer and token, from Korthikanti et al. 2022 ("Reducing Activation
 # Recomputation in Large Transformer Models", section 4.1): s·b·h·(34 + 5·a·s/h) bytes in 16-bit,
 # twice that in fp32. Weights, gradients and Adam's two moments: 16 bytes per parameter in fp32.
