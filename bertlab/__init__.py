@@ -24,7 +24,7 @@ _PUBLIC = {
     "BertForMultipleChoice": "bertlab.network.heads",
     "Tokenizer": "bertlab.tokenizer.wordpiece",
     "PretrainRun": "bertlab.training.pretrain_run",
-    "PretrainResult": "bertlab.training.loop",
+    "PretrainResult": "bertlab.training.pretrain_loop",
     "run_pretraining": "bertlab.training.pretrain_run",
     "load": "bertlab.use.pretrained",
     "PretrainedBert": "bertlab.use.pretrained",
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
         BertForTokenClassification,
     )
     from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training.loop import PretrainResult
+    from bertlab.training.pretrain_loop import PretrainResult
     from bertlab.training.pretrain_run import PretrainRun, run_pretraining
     from bertlab.use.pretrained import PretrainedBert, load
 

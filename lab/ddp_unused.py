@@ -33,11 +33,11 @@ def _run_arm(arm: str, args: list[str]) -> None:
 
     from bertlab.cli import main
     from bertlab.network.bert import BertForPreTraining
-    from bertlab.training import loop
+    from bertlab.training import pretrain_loop
 
     if arm == "search":
-        loop._frozen = lambda model, modules: contextlib.nullcontext()
-        loop.DistributedDataParallel = lambda module: DistributedDataParallel(
+        pretrain_loop._frozen = lambda model, modules: contextlib.nullcontext()
+        pretrain_loop.DistributedDataParallel = lambda module: DistributedDataParallel(
             module, find_unused_parameters=True
         )
         forward = BertForPreTraining.forward

@@ -21,7 +21,7 @@ import torch
 from bertlab.core.config import BertConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training import loop
+from bertlab.training import pretrain_loop
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -131,9 +131,9 @@ def pretrain_files(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def tiny_pretraining(pretrain_files, tmp_path, tiny_config):
-    """What an in-process `training.loop.pretrain` run needs besides its model and settings: the
-    tokenizer of `pretrain_files`, its corpus built under tmp_path, and `tiny_config` at that
-    vocabulary's size."""
+    """What an in-process `training.pretrain_loop.pretrain` run needs besides its model and
+    settings: the tokenizer of `pretrain_files`, its corpus built under tmp_path, and
+    `tiny_config` at that vocabulary's size."""
     vocab, corpus_file = pretrain_files
     tokenizer = Tokenizer.from_pretrained(vocab)
     corpus = build_corpus([corpus_file], tokenizer, tmp_path / "corpus", show_progress=False)
@@ -143,16 +143,16 @@ def tiny_pretraining(pretrain_files, tmp_path, tiny_config):
 @pytest.fixture
 def pretraining_step(monkeypatch) -> Callable[[], int]:
     """The number of the pre-training loop's step running now (1 in the first `_step`, 0
-    before it), counted by wrapping `training.loop._Run._step`."""
+    before it), counted by wrapping `training.pretrain_loop._Run._step`."""
     count = 0
-    original = loop._Run._step
+    original = pretrain_loop._Run._step
 
     def counted(self, *args, **kwargs):
         nonlocal count
         count += 1
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(loop._Run, "_step", counted)
+    monkeypatch.setattr(pretrain_loop._Run, "_step", counted)
     return lambda: count
 
 

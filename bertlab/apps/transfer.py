@@ -82,8 +82,8 @@ from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe, restore_finetune_dropout
 from bertlab.training.checkpointing import latest_checkpoint, list_checkpoints, load_state
 from bertlab.training.finetune import TaskData
-from bertlab.training.loop import FINAL_DIR
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.pretrain_loop import FINAL_DIR
 from bertlab.training.pretrain_run import run_pretraining
 from bertlab.training.word_vectors import (
     VECTORS_FILE,

@@ -22,7 +22,7 @@ from bertlab.apps.transfer_rows import (
 )
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe
-from bertlab.training.loop import FINAL_DIR
+from bertlab.training.pretrain_loop import FINAL_DIR
 from bertlab.training.pretrain_run import PretrainRun
 
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape

@@ -394,7 +394,7 @@ class PretrainConfig:
     precision: str = "auto"  # see core.precision.PRECISIONS
     do_compile: bool = False  # torch.compile the model
     # Processes building batches beside the training process (0: inline); the batches, their
-    # order and the checkpoints' positions are the same for any number (`training.loop`).
+    # order and the checkpoints' positions are the same for any number (`training.pretrain_loop`).
     num_workers: int = 1
     # Tokens after which a held-out accuracy still at the unigram level is reported as the
     # unigram plateau (docs/reliability.md): the budget recipe's BERT-mini leaves it after about

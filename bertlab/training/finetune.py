@@ -43,13 +43,13 @@ from bertlab.training.finetune_loop import (
     apply_freezing,
     train_task_model,
 )
-from bertlab.training.loop import FINAL_DIR
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
 from bertlab.training.one_class import (
     OneClassCollapse,
     one_class_collapse,
     one_class_training,
 )
+from bertlab.training.pretrain_loop import FINAL_DIR
 
 logger = logging.getLogger(__name__)
 

@@ -87,7 +87,8 @@ from bertlab.training.budget_plan import (
     save_plan,
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
-from bertlab.training.loop import (
+from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
+from bertlab.training.pretrain_loop import (
     FINAL_DIR,
     PretrainResult,
     check_resumable,
@@ -96,7 +97,6 @@ from bertlab.training.loop import (
     setup_key,
     training_stream,
 )
-from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
 from bertlab.training.pretrain_options import (
     CORPUS_CACHE_DIR,
     DEFAULT_MODEL_SIZE,

@@ -618,9 +618,9 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(
     pretrain_files, tmp_path, capsys, monkeypatch
 ) -> None:
     """Ctrl-C printed `bertlab: interrupted` only."""
-    from bertlab.training import loop
+    from bertlab.training import pretrain_loop
 
-    step = loop._Run._step
+    step = pretrain_loop._Run._step
 
     def interrupted_at_step_5(self, *args, **kwargs):
         if self.progress.step == 4:
@@ -630,7 +630,7 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(
     out = tmp_path / "run"
     args = _args(pretrain_files, tmp_path, out, "--max-steps", "6", "--checkpoint-every", "2")
     with monkeypatch.context() as patch:
-        patch.setattr(loop._Run, "_step", interrupted_at_step_5)
+        patch.setattr(pretrain_loop._Run, "_step", interrupted_at_step_5)
         assert main(args) == 130
     stderr = capsys.readouterr().err
     assert stderr.strip().splitlines()[-1] == (
@@ -643,12 +643,12 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(
 def test_ctrl_c_before_the_first_checkpoint_says_to_start_over(
     pretrain_files, tmp_path, capsys, monkeypatch
 ) -> None:
-    from bertlab.training import loop
+    from bertlab.training import pretrain_loop
 
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(loop._Run, "_step", interrupted)
+    monkeypatch.setattr(pretrain_loop._Run, "_step", interrupted)
     assert main(_args(pretrain_files, tmp_path, tmp_path / "run", "--max-steps", "3")) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "bertlab: interrupted; no checkpoint was complete: run the same command again to start over"

@@ -138,11 +138,13 @@ def test_timed_checkpoints_fall_right_after_each_mark_of_training_time(
     # A training clock that reads 1 s later at each call: each step measures 1 s of training.
     import types
 
-    import bertlab.training.loop as loop
+    from bertlab.training import pretrain_loop
     from bertlab.training.checkpointing import list_checkpoints, load_state
 
     ticks = iter(range(10**6))
-    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    monkeypatch.setattr(
+        pretrain_loop, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks))
+    )
     vocab, corpus = pretrain_files
     run = PretrainRun(
         corpus=[corpus], out=tmp_path / "run", tokenizer=vocab, model_size="tiny",
@@ -153,7 +155,9 @@ def test_timed_checkpoints_fall_right_after_each_mark_of_training_time(
     elapsed = [load_state(c)["progress"]["elapsed"] for c in list_checkpoints(tmp_path / "run")]
     # Marks every 3 s of training: after steps 3, 6 and 9, then the final checkpoint (step 11).
     assert elapsed == [3.0, 6.0, 9.0, 11.0]
-    assert loop.passed_a_mark(2.9, 3.0, 3.0) and not loop.passed_a_mark(3.0, 5.9, 3.0)
+    assert pretrain_loop.passed_a_mark(2.9, 3.0, 3.0) and not pretrain_loop.passed_a_mark(
+        3.0, 5.9, 3.0
+    )
 
 
 def _eval_records(out) -> list[dict]:

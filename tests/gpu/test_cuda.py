@@ -37,7 +37,7 @@ from bertlab.core.hub import resolve
 from bertlab.core.runtime import DistributedContext, autocast, distributed, set_seed
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification
-from bertlab.training import loop as pretrain_loop
+from bertlab.training import pretrain_loop
 from bertlab.training.metrics_log import MetricsLog, read_metrics
 from bertlab.training.objectives import objective_of
 from bertlab.use.language_model import generate

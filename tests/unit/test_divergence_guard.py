@@ -13,7 +13,7 @@ import torch
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import set_seed
 from bertlab.network.bert import BertForPreTraining
-from bertlab.training import loop
+from bertlab.training import pretrain_loop
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,8 +44,8 @@ def _run_into_a_bad_gradient(tiny_pretraining, out: Path) -> tuple[str, BertForP
         num_workers=0,
     )
     data = PretrainDataConfig(max_seq_length=32)
-    with pytest.raises(loop.DivergedError) as error:
-        loop.pretrain(model, tokenizer, corpus, data, settings, out, show_progress=False)
+    with pytest.raises(pretrain_loop.DivergedError) as error:
+        pretrain_loop.pretrain(model, tokenizer, corpus, data, settings, out, show_progress=False)
     return str(error.value), model, backward_passes
 
 
@@ -54,7 +54,7 @@ def test_a_deferred_check_names_the_first_bad_step_and_keeps_its_weights(
 ) -> None:
     now, stopped_at_once, steps = _run_into_a_bad_gradient(tiny_pretraining, tmp_path / "now")
     assert steps == BAD_STEP
-    monkeypatch.setattr(loop, "host_reads_are_free", lambda device: False)
+    monkeypatch.setattr(pretrain_loop, "host_reads_are_free", lambda device: False)
     later, stopped_later, steps = _run_into_a_bad_gradient(tiny_pretraining, tmp_path / "later")
     assert steps == 8  # read at the step-8 checkpoint
     for error in (now, later):

@@ -16,7 +16,7 @@ import torch
 from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import set_seed
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining, validate_inputs
-from bertlab.training import loop
+from bertlab.training import pretrain_loop
 from bertlab.training.pretrain_stats import STAT_TOKENS, STATS, batch_stats, detection_stats
 
 READS = ("__float__", "__int__", "__bool__", "__index__", "item", "tolist", "cpu", "numpy")
@@ -131,8 +131,8 @@ def test_a_step_between_logs_reads_only_the_host_batch(
         warmup_proportion=0.0,
         num_workers=0,
     )
-    monkeypatch.setattr(loop, "host_reads_are_free", lambda device: False)
-    training = str(Path(loop.__file__).parent)
+    monkeypatch.setattr(pretrain_loop, "host_reads_are_free", lambda device: False)
+    training = str(Path(pretrain_loop.__file__).parent)
     reads: list[tuple[int, str]] = []
 
     def recording(name):
@@ -149,7 +149,7 @@ def test_a_step_between_logs_reads_only_the_host_batch(
 
     for name in READS:
         monkeypatch.setattr(torch.Tensor, name, recording(name))
-    result = loop.pretrain(
+    result = pretrain_loop.pretrain(
         model, tokenizer, corpus, PretrainDataConfig(max_seq_length=32), settings, tmp_path / "run"
     )
     assert result.progress.step == 8
