@@ -27,7 +27,8 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretrain_loop import EVAL_SEED_OFFSET, FINAL_DIR, held_out_split
+from bertlab.training.pretrain_data import EVAL_SEED_OFFSET, held_out_split
+from bertlab.training.pretrain_loop import FINAL_DIR
 from bertlab.training.pretrain_stats import evaluate
 
 

@@ -90,7 +90,8 @@ from bertlab.training.budget import budget_recipe
 from bertlab.training.checkpointing import latest_checkpoint
 from bertlab.training.finetune import TaskData
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
-from bertlab.training.pretrain_loop import FINAL_DIR, held_out_split
+from bertlab.training.pretrain_data import held_out_split
+from bertlab.training.pretrain_loop import FINAL_DIR
 from bertlab.training.pretrain_run import run_pretraining
 from bertlab.training.word_vectors import (
     VECTORS_FILE,

@@ -6,11 +6,13 @@ position, counters. Each checkpoint is written into a hidden temporary directory
 place when complete (`bertlab.core.atomic.atomic_directory`), so a kill during the write leaves the
 previous checkpoints intact; the oldest complete ones beyond `keep` are then removed, each
 renamed away first (`bertlab.core.atomic.remove_directory`). A full disk is a `WriteError`
-naming the checkpoint.
+naming the checkpoint. A run resumes a checkpoint only with the settings it was saved with
+(`setup_key`, `check_resumable`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -20,6 +22,9 @@ import numpy as np
 import torch
 
 from bertlab.core.atomic import atomic_directory, atomic_writer, remove_directory
+from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.runtime import DistributedContext
+from bertlab.core.wording import Worded
 from bertlab.network.checkpoint import load_tensors
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -107,3 +112,63 @@ def restore_rng_state(state: dict[str, Any]) -> dict[str, Any]:
     name, keys, position, has_gauss, cached = state["numpy"]
     numpy_state = (name, keys.numpy().astype(np.uint32), position, has_gauss, cached)
     return state | {"numpy": numpy_state}
+
+
+def setup_key(
+    data_config: PretrainDataConfig,
+    config: PretrainConfig,
+    context: DistributedContext,
+    model_config: BertConfig,
+) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues."""
+    return {
+        "data_config": dataclasses.asdict(data_config),
+        "seed": config.seed,
+        "batch_size": config.batch_size,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "world_size": context.world_size,
+        "budget": config.max_steps if config.max_steps is not None else config.max_time,
+        "vocab_size": model_config.vocab_size,
+        "hidden_size": model_config.hidden_size,
+        "num_hidden_layers": model_config.num_hidden_layers,
+    }
+
+
+def check_resumable(out_dir: str | os.PathLike, setup: dict[str, Any]) -> None:
+    """Refuse a resume before anything is built for it (a corpus cache, a model).
+
+    Args:
+        out_dir: the run directory.
+        setup: `setup_key(...)` of the run that would resume.
+
+    Raises:
+        ValueError: no complete checkpoint in `out_dir`, or one from other settings.
+    """
+    resumable_checkpoint(Path(out_dir), setup)
+
+
+def resumable_checkpoint(out_dir: Path, setup: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """The latest checkpoint in `out_dir` and its state, if a run with `setup` may resume it."""
+    checkpoint_dir = latest_checkpoint(out_dir)
+    if checkpoint_dir is None:
+        raise ValueError(
+            Worded(
+                "{resume}: no complete checkpoint in {where}; {again_without_resume} to start "
+                "from the beginning",
+                where=out_dir / CHECKPOINTS_DIR,
+            )
+        )
+    state = load_state(checkpoint_dir)
+    for key, value in state["setup"].items():
+        if setup.get(key) != value:
+            raise ValueError(
+                Worded(
+                    "cannot resume from {where}: {key} was {was}, now {now}; use the same "
+                    "settings or a new {out}",
+                    where=checkpoint_dir,
+                    key=key,
+                    was=repr(value),
+                    now=repr(setup.get(key)),
+                )
+            )
+    return checkpoint_dir, state

@@ -40,7 +40,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -52,10 +52,9 @@ from bertlab.core.runtime import (
     set_rng_state,
     set_seed,
 )
-from bertlab.core.wording import Worded
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec, held_out_batches
+from bertlab.data.stream import StreamPosition, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
 from bertlab.network.checkpoint import load_into, read_weights
 from bertlab.tokenizer.wordpiece import Tokenizer
@@ -64,6 +63,12 @@ from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, 
 from bertlab.training.objectives import FINAL_DIR as FINAL_DIR  # read from here too
 from bertlab.training.objectives import StepShare, objective_of
 from bertlab.training.optim import build_optimizer, pretrain_schedule
+from bertlab.training.pretrain_data import (
+    EVAL_SEED_OFFSET,
+    held_out_split,
+    training_batches,
+    training_stream,
+)
 from bertlab.training.pretrain_stats import (
     CURVE_PANELS,
     STAT_TOKENS,
@@ -76,11 +81,6 @@ from bertlab.training.pretrain_stats import (
 
 logger = logging.getLogger(__name__)
 
-HELD_OUT_FRACTION = 0.02  # documents set aside for evaluation
-MAX_HELD_OUT_DOCUMENTS = 200
-MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
-EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
-PREFETCH_BATCHES = 8  # batches a data worker keeps ready
 SECONDS_PER_MINUTE = 60.0
 
 
@@ -121,14 +121,6 @@ def passed_a_mark(before: float, now: float, every: float) -> bool:
     training lies within one step of them. The clock is rank 0's in every process.
     """
     return now // every > before // every
-
-
-def held_out_split(num_documents: int, eval_examples: int) -> tuple[int, int]:
-    """(training documents, held-out documents): the last documents are held out."""
-    if eval_examples == 0 or num_documents < MIN_TRAIN_DOCUMENTS + 2:
-        return num_documents, 0
-    held_out = min(MAX_HELD_OUT_DOCUMENTS, max(2, round(num_documents * HELD_OUT_FRACTION)))
-    return num_documents - held_out, held_out
 
 
 def pretrain(
@@ -189,54 +181,6 @@ def _frozen(model: nn.Module, modules: tuple[str, ...]) -> Iterator[None]:
             parameter.requires_grad_(True)
 
 
-def training_stream(
-    corpus: TokenizedCorpus,
-    special: SpecialIds,
-    vocab_size: int,
-    data_config: PretrainDataConfig,
-    config: PretrainConfig,
-    context: DistributedContext = SINGLE_PROCESS,
-) -> StreamSpec:
-    """The batch stream a run trains on: the corpus's documents before the held-out ones."""
-    num_train, _ = held_out_split(corpus.num_documents, config.eval_examples)
-    return StreamSpec(
-        corpus.directory,
-        (0, num_train),
-        data_config,
-        special,
-        vocab_size,
-        config.seed,
-        config.micro_batch_size,
-        context.rank,
-        context.world_size,
-    )
-
-
-def training_batches(
-    spec: StreamSpec, start: StreamPosition, num_workers: int, pin_memory: bool = False
-) -> Iterator[tuple[dict[str, torch.Tensor], StreamPosition]]:
-    """`PretrainingStream(spec, start)`'s batches and positions, built by `num_workers` worker
-    processes (0: in this process), the same for any number of them.
-
-    Args:
-        spec: the stream.
-        start: where it starts (a resumed run's `Progress.position`).
-        num_workers: DataLoader worker processes, each `PREFETCH_BATCHES` batches ahead.
-        pin_memory: batches in page-locked memory, for copies to CUDA that do not block.
-    """
-    loader = torch.utils.data.DataLoader(
-        PretrainingStream(spec, start),
-        batch_size=None,
-        num_workers=num_workers,
-        prefetch_factor=PREFETCH_BATCHES if num_workers else None,
-        pin_memory=pin_memory,
-        # Its own generator: creating the iterator must not draw from the global RNG,
-        # or a resumed run's dropout would differ from the uninterrupted run's.
-        generator=torch.Generator(),
-    )
-    return iter(loader)
-
-
 def _defers_finite_check(device: torch.device, optimizer: torch.optim.Optimizer) -> bool:
     """Whether a step's finite check waits for `_check_steps`: not on the CPU, and only with
     the fused AdamW, which can skip an update on the device (`found_inf`)."""
@@ -288,12 +232,12 @@ class _Run:
                 rank=0,
                 world_size=1,
             )
-        self.setup_key = setup_key(data_config, config, context, model.config)
+        self.setup_key = checkpointing.setup_key(data_config, config, context, model.config)
 
     # --- resume ---------------------------------------------------------------------------
 
     def resume(self) -> None:
-        checkpoint_dir, state = _resumable_checkpoint(self.out_dir, self.setup_key)
+        checkpoint_dir, state = checkpointing.resumable_checkpoint(self.out_dir, self.setup_key)
         weights = read_weights(checkpoint_dir)
         load_into(self.model, weights, self.model.base_prefix, source=str(checkpoint_dir))
         self.optimizer.load_state_dict(state["optimizer"])
@@ -602,66 +546,6 @@ class _Run:
         if self.metrics is not None:
             self._plot()
         return self.objective.save_final(self.model, self.tokenizer, self.out_dir)
-
-
-def setup_key(
-    data_config: PretrainDataConfig,
-    config: PretrainConfig,
-    context: DistributedContext,
-    model_config: BertConfig,
-) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues."""
-    return {
-        "data_config": dataclasses.asdict(data_config),
-        "seed": config.seed,
-        "batch_size": config.batch_size,
-        "gradient_accumulation_steps": config.gradient_accumulation_steps,
-        "world_size": context.world_size,
-        "budget": config.max_steps if config.max_steps is not None else config.max_time,
-        "vocab_size": model_config.vocab_size,
-        "hidden_size": model_config.hidden_size,
-        "num_hidden_layers": model_config.num_hidden_layers,
-    }
-
-
-def check_resumable(out_dir: str | os.PathLike, setup: dict[str, Any]) -> None:
-    """Refuse a resume before anything is built for it (a corpus cache, a model).
-
-    Args:
-        out_dir: the run directory.
-        setup: `setup_key(...)` of the run that would resume.
-
-    Raises:
-        ValueError: no complete checkpoint in `out_dir`, or one from other settings.
-    """
-    _resumable_checkpoint(Path(out_dir), setup)
-
-
-def _resumable_checkpoint(out_dir: Path, setup: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
-    """The latest checkpoint in `out_dir` and its state, if a run with `setup` may resume it."""
-    checkpoint_dir = checkpointing.latest_checkpoint(out_dir)
-    if checkpoint_dir is None:
-        raise ValueError(
-            Worded(
-                "{resume}: no complete checkpoint in {where}; {again_without_resume} to start "
-                "from the beginning",
-                where=out_dir / checkpointing.CHECKPOINTS_DIR,
-            )
-        )
-    state = checkpointing.load_state(checkpoint_dir)
-    for key, value in state["setup"].items():
-        if setup.get(key) != value:
-            raise ValueError(
-                Worded(
-                    "cannot resume from {where}: {key} was {was}, now {now}; use the same "
-                    "settings or a new {out}",
-                    where=checkpoint_dir,
-                    key=key,
-                    was=repr(value),
-                    now=repr(setup.get(key)),
-                )
-            )
-    return checkpoint_dir, state
 
 
 def _all_reduce_sum(values: torch.Tensor, context: DistributedContext) -> torch.Tensor:

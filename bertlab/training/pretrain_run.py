@@ -88,15 +88,8 @@ from bertlab.training.budget_plan import (
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
 from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
-from bertlab.training.pretrain_loop import (
-    FINAL_DIR,
-    PretrainResult,
-    check_resumable,
-    held_out_split,
-    pretrain,
-    setup_key,
-    training_stream,
-)
+from bertlab.training.pretrain_data import held_out_split, training_stream
+from bertlab.training.pretrain_loop import FINAL_DIR, PretrainResult, pretrain
 from bertlab.training.pretrain_options import (
     CORPUS_CACHE_DIR,
     DEFAULT_MODEL_SIZE,
@@ -700,8 +693,9 @@ def _planned_size(run: PretrainRun, tokenizer: Tokenizer) -> str | None:
 def _check_resumable(
     run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
 ) -> None:
-    """Refuse a resume with other settings (`loop.check_resumable`) from what is known before
-    the corpus is read. A budget run without a saved plan is left to the loop's own check."""
+    """Refuse a resume with other settings (`checkpointing.check_resumable`) from what is known
+    before the corpus is read. A budget run without a saved plan is left to the loop's own
+    check."""
     if run.budget is not None and run.plan is None:
         plan = _saved_plan(run, out, tokenizer, context)
         if plan is None:
@@ -710,7 +704,9 @@ def _check_resumable(
         run = run.planned(plan)
     data_config, loop_config = run.data_config(), run.loop_config()
     model_config = _model_config(run, tokenizer, data_config)
-    check_resumable(out, setup_key(data_config, loop_config, context, model_config))
+    checkpointing.check_resumable(
+        out, checkpointing.setup_key(data_config, loop_config, context, model_config)
+    )
 
 
 def _check_shared_out(out: Path, context: DistributedContext) -> None:
