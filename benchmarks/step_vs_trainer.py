@@ -234,7 +234,8 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_bertlab(args: argparse.Namespace) -> dict:
-    from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+    from bertlab.training.pretrain_run import PretrainRun
+    from bertlab.training.pretraining import run_pretraining
 
     clock = StepClock(args.warmup, args.profile)
     run = PretrainRun(

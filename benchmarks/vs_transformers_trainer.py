@@ -397,7 +397,8 @@ def bertlab_pretrain(args: argparse.Namespace) -> None:
     from bertlab.data.corpus import build_corpus
     from bertlab.tokenizer.wordpiece import Tokenizer
     from bertlab.training.checkpointing import list_checkpoints, load_state
-    from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+    from bertlab.training.pretrain_run import PretrainRun
+    from bertlab.training.pretraining import run_pretraining
 
     use_vocab(args.vocab)
     out = Path(args.out)

@@ -25,7 +25,7 @@ _PUBLIC = {
     "Tokenizer": "bertlab.tokenizer.wordpiece",
     "PretrainRun": "bertlab.training.pretrain_run",
     "PretrainResult": "bertlab.training.pretrain_loop",
-    "run_pretraining": "bertlab.training.pretrain_run",
+    "run_pretraining": "bertlab.training.pretraining",
     "load": "bertlab.use.pretrained",
     "PretrainedBert": "bertlab.use.pretrained",
 }
@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     )
     from bertlab.tokenizer.wordpiece import Tokenizer
     from bertlab.training.pretrain_loop import PretrainResult
-    from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+    from bertlab.training.pretrain_run import PretrainRun
+    from bertlab.training.pretraining import run_pretraining
     from bertlab.use.pretrained import PretrainedBert, load
 
 __all__ = [

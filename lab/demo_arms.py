@@ -36,7 +36,8 @@ from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import budget_recipe
 from bertlab.training.finetune import read_task_data
-from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretraining import run_pretraining
 from bertlab.training.word_vectors import WordVectorConfig, train_word_vectors
 
 SLICES = {

@@ -27,7 +27,8 @@ from bertlab.core.hub import SHIPPED_DIR, SHIPPED_PREFIX
 from bertlab.core.model_card import CARD_NAME
 from bertlab.core.shipped import CHECKPOINT_MINUTES, SHARED_DATA, SHIPPED_MODELS, ShippedModel
 from bertlab.training.checkpointing import latest_checkpoint
-from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretraining import run_pretraining
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = Path("runs/models")

@@ -92,7 +92,7 @@ from bertlab.training.finetune import TaskData
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_data import held_out_split
 from bertlab.training.pretrain_loop import FINAL_DIR
-from bertlab.training.pretrain_run import run_pretraining
+from bertlab.training.pretraining import run_pretraining
 from bertlab.training.word_vectors import (
     VECTORS_FILE,
     load_vectors,

@@ -74,7 +74,8 @@ from bertlab.training.budget import budget_recipe
 from bertlab.training.budget_plan import PLAN_FILE
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.pretrain_data import held_out_split
-from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretraining import run_pretraining
 from bertlab.training.word_vectors import WordVectorConfig, train_word_vectors
 from bertlab.use.inspection import (
     attention_maps,

@@ -252,7 +252,7 @@ def pretrain_run(args: argparse.Namespace):
 
 def run_pretrain(args: argparse.Namespace) -> int:
     from bertlab.core.runtime import DistributedContext, distributed
-    from bertlab.training.pretrain_run import run_pretraining
+    from bertlab.training.pretraining import run_pretraining
 
     run = pretrain_run(args)
     context = DistributedContext(

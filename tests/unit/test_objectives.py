@@ -38,8 +38,9 @@ from bertlab.training.objectives import (
     language_model_uses,
     objective_of,
 )
-from bertlab.training.pretrain_run import PretrainRun, run_pretraining
+from bertlab.training.pretrain_run import PretrainRun
 from bertlab.training.pretrain_stats import summarize
+from bertlab.training.pretraining import run_pretraining
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

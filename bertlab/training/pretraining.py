@@ -1,0 +1,470 @@
+"""Pre-training as one library call: `run_pretraining(PretrainRun(...))`.
+
+    result = run_pretraining(PretrainRun(corpus=("reviews.txt",), out="runs/x", budget=3600))
+    result.final_dir  # runs/x/final: a BERT in the Hugging Face layout, with its tokenizer
+
+The run (`bertlab.training.pretrain_run.PretrainRun`) goes through, in order: OUT and the
+corpus checked, the tokenizer (given or trained on the corpus), the tokenized corpus and its
+pre-flight report, the budget's plan for this machine, the model, the loop
+(`bertlab.training.pretrain_loop`), and the model card of OUT/final
+(`bertlab.training.pretrain_card`). Settings that cannot run (a resume from other settings,
+sequences longer than the model's positions, a batch beyond this machine's memory) are refused
+before the corpus is read where they can be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bertlab.core import hub
+from bertlab.core.atomic import (
+    LOCK_FILE,
+    WriteError,
+    atomic_directory,
+    remove_temporaries,
+    run_lock,
+)
+from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.corpus_sources import open_corpus
+from bertlab.core.model_card import write_model_card
+from bertlab.core.outputs import check_outputs
+from bertlab.core.runtime import (
+    SINGLE_PROCESS,
+    DistributedContext,
+    barrier,
+    from_main,
+    gathered,
+    set_seed,
+)
+from bertlab.core.wording import Worded
+from bertlab.data.corpus import TokenizedCorpus, build_corpus, check_objective, preflight_report
+from bertlab.data.corpus_encode import sniff_lang
+from bertlab.data.pretraining import SpecialIds
+from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training import checkpointing
+from bertlab.training.budget import BudgetRecipe, init_positions, restore_finetune_dropout
+from bertlab.training.budget_plan import (
+    PLAN_FILE,
+    BudgetPlan,
+    load_plan,
+    nearest_preset,
+    plan_budget,
+    read_plan,
+    save_plan,
+)
+from bertlab.training.finetune import FINETUNE_OUTPUTS
+from bertlab.training.objectives import objective_of
+from bertlab.training.pretrain_card import pretraining_card
+from bertlab.training.pretrain_data import held_out_split, training_stream
+from bertlab.training.pretrain_loop import FINAL_DIR, PretrainResult, pretrain
+from bertlab.training.pretrain_memory import check_length, check_memory
+from bertlab.training.pretrain_options import CORPUS_CACHE_DIR, TOKENIZER_DIR
+from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretrain_stats import near_chance_warning, plateau_warning, unigram_plateau
+
+logger = logging.getLogger(__name__)
+
+
+def run_pretraining(
+    run: PretrainRun,
+    context: DistributedContext = SINGLE_PROCESS,
+    show_progress: bool = True,
+    say: Callable[[str], None] = logger.info,
+) -> PretrainResult:
+    """Pre-train as `run` says: tokenizer, tokenized corpus, pre-flight check, model, loop.
+
+    Args:
+        run: the run.
+        context: this process's place in a torchrun job (one process by default).
+        show_progress: progress bars (the main process only).
+        say: where the run's report lines go (the main process only).
+
+    Returns:
+        The loop's `PretrainResult`: counters, `final_dir` and the last held-out evaluation.
+
+    Raises:
+        ValueError: `out` already holds a run (and `resume` is not set), a corpus that cannot
+            be trained on, a tokenizer that does not fit the model, a batch too large for this
+            machine's memory.
+        FileNotFoundError: a missing corpus, tokenizer or model file.
+        WriteError: a file could not be written (a full disk); its hint says how to go on.
+        KeyboardInterrupt: interrupted; its `hint` names the checkpoint kept and how to go on.
+    """
+    out = Path(run.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(Worded("{out} {path} exists and is not a directory", path=out))
+    open_corpus(run.corpus, run.corpus_reading())  # bad files named before anything is written
+    config = None if isinstance(run.model_config, BertConfig) else run.model_config
+    reads = {"corpus": run.corpus, "tokenizer": run.tokenizer, "init_from": run.init_from}
+    # nothing it reads is written over, and nothing is kept in the cache, which is rebuilt whole
+    check_outputs(reads | {"model_config": config}, {"out": out}, {"corpus_cache": _cache(run)})
+    # One writer per OUT (torchrun's processes are one job: its main process holds it).
+    with run_lock(out) if context.is_main else contextlib.nullcontext():
+        if context.is_main:
+            _check_out(out, run.resume)
+        try:
+            return _run(run, out, context, show_progress, say)
+        except WriteError as error:
+            error.hint = _how_to_go_on(out, error)
+            raise
+        except KeyboardInterrupt as interrupt:  # Ctrl-C (and SIGTERM, which the CLI turns into it)
+            interrupt.hint = _how_to_go_on(out)
+            raise
+
+
+def _how_to_go_on(out: Path, error: WriteError | None = None) -> Worded:
+    """What to do after a failed write (or an interruption, without `error`): everything
+    complete in `out` is kept."""
+    latest = checkpointing.latest_checkpoint(out)
+    if error is None:
+        if latest is None:
+            return Worded("no checkpoint was complete: {again} to start over")
+        return Worded("{kept} is kept: {again_with_resume} to go on", kept=latest.name)
+    fix = "make room" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "fix that"
+    if latest is None:
+        return Worded("no checkpoint was complete: {fix}, then {again}", fix=fix)
+    return Worded("{kept} is kept: {fix}, then {again_with_resume}", kept=latest.name, fix=fix)
+
+
+def _run(
+    run: PretrainRun,
+    out: Path,
+    context: DistributedContext,
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> PretrainResult:
+    say = say if context.is_main else _quiet
+    show_progress = show_progress and context.is_main
+    _check_shared_out(out, context)
+    data_config, loop_config = run.data_config(), run.loop_config()
+    _check_fits(run, data_config, loop_config)  # before a vocabulary is trained on the corpus
+    tokenizer = _tokenizer(run, out, context, show_progress, say)
+    cache = _cache(run)
+    files, reading = run.corpus, run.corpus_reading()
+    whole_word = data_config.do_whole_word_mask
+    if run.resume:  # a resume with other settings is refused before its corpus cache is built
+        _check_resumable(run, out, tokenizer, context)
+    _model_config(run, tokenizer, data_config)  # a tokenizer that does not fit, refused here
+    if context.is_main:
+        corpus = build_corpus(
+            files, tokenizer, cache, run.lang, show_progress, whole_word, reading=reading
+        )
+    barrier(context)
+    if not context.is_main:
+        corpus = build_corpus(files, tokenizer, cache, run.lang, False, whole_word, reading=reading)
+    report = preflight_report(corpus, tokenizer, data_config.objective, data_config.max_seq_length)
+    for line in report.summary():
+        say(line)
+    check_objective(report, data_config.objective)
+    warning = _no_held_out_warning(corpus.num_documents, loop_config.eval_examples)
+    if warning is not None and say == logger.info:  # the default `say`: logged as a warning
+        logger.warning(warning)
+    elif warning is not None:
+        say(f"warning: {warning}")  # with the pre-flight report's warnings
+    if run.budget is not None:
+        if run.plan is None:
+            run = run.planned(_plan(run, out, corpus, tokenizer, context))
+        data_config, loop_config = run.data_config(), run.loop_config()
+        say(f"budget recipe for {run.budget / 60:g} min: {run.describe()}")
+        for line in run.plan.lines():
+            say(f"  {line}")
+    model_config = _model_config(run, tokenizer, data_config)
+    check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
+    set_seed(loop_config.seed)
+    objective, settings = run.objective_entry(), run.objective_settings()
+    model = objective.build_model(model_config, settings, run.init_from)
+    if run.init_from is None:
+        position_init = run.position_initialization()
+        init_positions(model.bert.embeddings, position_init, model_config.initializer_range)
+    num_parameters = sum(p.numel() for p in model.parameters())
+    say(
+        f"model: {num_parameters / 1e6:.1f}M parameters, {model_config.num_hidden_layers} layers, "
+        f"hidden {model_config.hidden_size}; global batch "
+        f"{loop_config.batch_size * context.world_size} x {data_config.max_seq_length} tokens; "
+        f"{context.world_size} process(es)"
+    )
+    result = pretrain(
+        model, tokenizer, corpus, data_config, loop_config, out, context, run.resume, show_progress
+    )
+    progress = result.progress
+    say(
+        f"trained {progress.step:,} steps, {progress.tokens:,} tokens in "
+        f"{progress.elapsed / 60:.1f} min"
+    )
+    plateau = unigram_plateau(
+        result.last_eval or {}, progress.tokens, loop_config.plateau_min_tokens
+    )
+    if result.last_eval:
+        line = "held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.last_eval.items())
+        if plateau is not None:
+            line += (
+                f" — still on the unigram plateau (accuracy {plateau[0]:.1%} vs unigram "
+                f"{plateau[1]:.1%})"
+            )
+        say(line)
+    warning = near_chance_warning(result.last_eval)
+    if warning is not None:
+        say(warning)
+    warning = plateau_warning(result.last_eval, progress.tokens, loop_config.plateau_min_tokens)
+    if warning is not None:
+        logger.warning(warning)
+        if say != logger.info:  # the default `say` would log it a second time
+            say(warning)
+    dropout = run.final_dropout()
+    if dropout is not None and context.is_main and result.final_dir is not None:
+        restore_finetune_dropout(result.final_dir, dropout)
+        say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
+    if context.is_main and result.final_dir is not None:
+        card = pretraining_card(
+            run, corpus.meta, report, model_config, num_parameters, result, context.world_size
+        )
+        write_model_card(result.final_dir, card)
+    return result
+
+
+def _plan(
+    run: PretrainRun,
+    out: Path,
+    corpus: TokenizedCorpus,
+    tokenizer: Tokenizer,
+    context: DistributedContext,
+) -> BudgetPlan:
+    """The budget's plan for this machine: OUT's (a resumed run keeps its choices), else made
+    here (by every process, each measuring its own device) and saved to OUT/budget_plan.json.
+    The main process's plan is every process's: none reads the others' files to decide."""
+    saved = _saved_plan(run, out, tokenizer, context) if context.is_main else None
+    saved = from_main(None if saved is None else saved.to_json(), context)
+    if saved is not None:
+        return BudgetPlan.from_json(saved)
+    loop = run.loop_config()
+    special = SpecialIds.from_vocab(tokenizer.get_vocab())
+    spec = training_stream(corpus, special, tokenizer.vocab_size, run.data_config(), loop)
+    size = _planned_size(run, tokenizer)
+    plan = plan_budget(run.budget, context.device(), size, spec, loop.precision, context)
+    plan = BudgetPlan.from_json(from_main(plan.to_json(), context))
+    if context.is_main:
+        save_plan(out, plan)
+    return plan
+
+
+def _saved_plan(
+    run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
+) -> BudgetPlan | None:
+    """OUT/budget_plan.json's plan for this run on this machine, if there is one."""
+    device = context.device()
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    size = _planned_size(run, tokenizer)
+    return load_plan(out, run.budget, size, device_name, context.world_size)
+
+
+def _planned_size(run: PretrainRun, tokenizer: Tokenizer) -> str | None:
+    """The size a budget plans: a model given as a folder or config is its nearest preset."""
+    size = run.model_size
+    if size is None and (run.init_from is not None or run.model_config is not None):
+        size = nearest_preset(_model_config(run, tokenizer, run.data_config()))
+    return size
+
+
+def _check_resumable(
+    run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
+) -> None:
+    """Refuse a resume with other settings (`checkpointing.check_resumable`) from what is known
+    before the corpus is read. A budget run without a saved plan is left to the loop's own
+    check."""
+    if run.budget is not None and run.plan is None:
+        plan = _saved_plan(run, out, tokenizer, context)
+        if plan is None:
+            _check_same_budget(run, out, tokenizer)
+            return
+        run = run.planned(plan)
+    data_config, loop_config = run.data_config(), run.loop_config()
+    model_config = _model_config(run, tokenizer, data_config)
+    checkpointing.check_resumable(
+        out, checkpointing.setup_key(data_config, loop_config, context, model_config)
+    )
+
+
+def _check_shared_out(out: Path, context: DistributedContext) -> None:
+    """Refuse a torchrun job whose processes do not all see OUT as the main process writes it:
+    they read its vocabulary, checkpoints and plan, so on several machines OUT must be on a file
+    system they share. Every process raises alike (none is left waiting for the others)."""
+    if not context.is_distributed:
+        return
+    holder = from_main(f"{os.getpid()}\n", context)  # what the main process's lock file holds
+    lock = out / LOCK_FILE
+    sees = lock.is_file() and lock.read_text(encoding="utf-8") == holder
+    blind = [rank for rank, seen in enumerate(gathered(sees, context)) if not seen]
+    if blind:
+        raise ValueError(
+            Worded(
+                "process {ranks} of this torchrun job cannot see {out} {path} as the main "
+                "process writes it; on several machines {out} must be a folder on a file system "
+                "that they all share (e.g. NFS), at the same path",
+                ranks=", ".join(map(str, blind)),
+                path=out,
+            )
+        )
+
+
+def _no_held_out_warning(num_documents: int, eval_examples: int) -> str | None:
+    """Why a run that asks for evaluation gets none: too few documents to hold some out."""
+    if not eval_examples or held_out_split(num_documents, eval_examples)[1]:
+        return None
+    needed = next(n for n in itertools.count(num_documents) if held_out_split(n, eval_examples)[1])
+    return (
+        f"the corpus has {num_documents} document{'s' if num_documents != 1 else ''}, fewer "
+        f"than the {needed} needed to hold some out for evaluation: --eval-every evaluates "
+        "nothing and the unigram plateau goes unchecked; give at least "
+        f"{needed} documents (a blank line between two)"
+    )
+
+
+def _check_same_budget(run: PretrainRun, out: Path, tokenizer: Tokenizer) -> None:
+    """Refuse a resume with another budget or model size than OUT's plan, before the corpus is
+    read and the plan made again (and saved over OUT's)."""
+    saved = read_plan(out)
+    if saved is None:
+        return
+    for key, was, now in (
+        ("budget", f"{saved.budget:g} s", f"{run.budget:g} s"),
+        ("model size", repr(saved.model_size), repr(_planned_size(run, tokenizer))),
+    ):
+        if was != now:
+            raise ValueError(
+                Worded(
+                    "cannot resume from {where}: its plan ({plan}) is for {key} {was}, now "
+                    "{now}; use the same settings or a new {out}",
+                    where=out,
+                    plan=PLAN_FILE,
+                    key=key,
+                    was=was,
+                    now=now,
+                )
+            )
+
+
+def _cache(run: PretrainRun) -> Path:
+    """The tokenized corpus's folder: `corpus_cache`, else OUT/corpus."""
+    return (
+        Path(run.corpus_cache) if run.corpus_cache is not None else Path(run.out) / CORPUS_CACHE_DIR
+    )
+
+
+def _quiet(line: str) -> None:
+    """`say` of the processes other than the main one."""
+
+
+def _check_out(out: Path, resume: bool) -> None:
+    """Refuse to start over a run that can be resumed or is finished, or in a fine-tuning run's
+    directory; clear what killed writers left (temporary files and checkpoints): a run killed
+    before its first checkpoint was complete holds nothing to resume, and runs again from the
+    start."""
+    for directory in (out, out / checkpointing.CHECKPOINTS_DIR):
+        remove_temporaries(directory)
+    has_checkpoint = checkpointing.latest_checkpoint(out) is not None
+    if not resume and (has_checkpoint or (out / FINAL_DIR).exists()):
+        raise ValueError(
+            Worded(
+                "{out} {path} already holds a run; add {resume} or choose another {out}", path=out
+            )
+        )
+    finetuned = [name for name in FINETUNE_OUTPUTS if (out / name).exists()]
+    if finetuned:
+        raise ValueError(
+            Worded(
+                "{out} {path} holds a fine-tuning run ({name}); choose another {out}",
+                path=out,
+                name=finetuned[0],
+            )
+        )
+
+
+def _tokenizer(
+    run: PretrainRun,
+    out: Path,
+    context: DistributedContext,
+    show_progress: bool,
+    say: Callable[[str], None],
+) -> Tokenizer:
+    """The run's tokenizer: given, the `init_from` model's, or trained on the corpus into
+    OUT/tokenizer (once: a resumed run finds it there)."""
+    path = run.tokenizer if run.tokenizer is not None else run.init_from
+    if path is not None:
+        return Tokenizer.from_pretrained(path)
+    directory = out / TOKENIZER_DIR
+    if context.is_main and not (directory / "vocab.txt").is_file():
+        size = run.vocabulary_size()
+        lang = sniff_lang(open_corpus(run.corpus, run.corpus_reading())[0], run.lang)
+        recipe = run.recipe() or BudgetRecipe()
+        config = TokenizerTrainingConfig(
+            vocab_size=size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
+        )
+        say(f"training a vocabulary of {size:,} pieces on the corpus ({lang})")
+        tokenizer, report = train_tokenizer(
+            run.corpus, config, show_progress=show_progress, reading=run.corpus_reading()
+        )
+        for line in report.summary():
+            say(f"  {line}")
+        with atomic_directory(directory) as temporary:
+            tokenizer.save_pretrained(temporary)
+    barrier(context)
+    return Tokenizer.from_pretrained(directory)
+
+
+def _model_config(
+    run: PretrainRun, tokenizer: Tokenizer, data_config: PretrainDataConfig
+) -> BertConfig:
+    """The architecture: the `init_from` model's, `model_config`, or the preset's for the
+    tokenizer's vocabulary; causal for `clm`; with the pre-training dropout."""
+    config = _architecture(run, tokenizer)
+    if config.vocab_size != tokenizer.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary has "
+            f"{config.vocab_size}; use the model's own tokenizer (or a config with "
+            f"vocab_size {tokenizer.vocab_size})"
+        )
+    check_length(config, data_config)
+    config = objective_of(data_config).model_config(config)
+    dropout = run.pretrain_dropout()
+    if dropout is not None:
+        config = config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    return config
+
+
+def _architecture(run: PretrainRun, tokenizer: Tokenizer | None = None) -> BertConfig:
+    """The model as given: the `init_from` model's config, `model_config`, or the preset at the
+    tokenizer's vocabulary size (None: before the tokenizer is known, the size to train, else
+    the preset's default)."""
+    if run.init_from is not None:
+        return BertConfig.from_json_file(hub.resolve(run.init_from) / "config.json")
+    if isinstance(run.model_config, BertConfig):
+        return run.model_config
+    if run.model_config is not None:
+        return BertConfig.from_json_file(run.model_config)
+    if tokenizer is None:
+        size = run.vocabulary_size()
+        return BertConfig.from_preset(run.shape(), **({"vocab_size": size} if size else {}))
+    return BertConfig.from_preset(
+        run.shape(), vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
+    )
+
+
+def _check_fits(
+    run: PretrainRun, data_config: PretrainDataConfig, loop_config: PretrainConfig
+) -> None:
+    """Refuse, before the tokenizer and the corpus, sequences longer than the model's positions
+    and a batch beyond this machine's memory (a budget's batch is planned on the corpus, later;
+    the preset's vocabulary of 30,522 stands for a given tokenizer's here)."""
+    config = _architecture(run)
+    check_length(config, data_config)
+    if run.budget is None:
+        check_memory(config, loop_config.micro_batch_size, data_config.max_seq_length)
