@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.data.collate import collate_task_batch, length_grouped_batches, pad_rows
 from bertlab.data.tasks.classification import read_glue
 from bertlab.data.tasks.encoding import encode_classification

@@ -171,7 +171,8 @@ def _finetune_one(data: Path, work: Path, final: Path, column: str, seed: int, a
     from bertlab.apps.flows import finetune_and_test, random_twin
     from bertlab.apps.transfer_data import task_splits
     from bertlab.apps.transfer_rows import ROWS
-    from bertlab.core.config import BertConfig, FinetuneConfig
+    from bertlab.core.config import BertConfig
+    from bertlab.core.finetune_config import FinetuneConfig
     from bertlab.data.tasks.splits import subsample
     from bertlab.tokenizer.wordpiece import Tokenizer
     from bertlab.training.budget import FINETUNE_DROPOUT

@@ -29,7 +29,8 @@ from bertlab.apps.demo import _step_tokenizer
 from bertlab.apps.demo_config import RECIPES
 from bertlab.apps.demo_rows import demo_task_data, model_config
 from bertlab.apps.flows import finetune_and_test, random_twin
-from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.budget import BudgetRecipe
 

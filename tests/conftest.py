@@ -426,7 +426,7 @@ def serve_models(tmp_path_factory, task_vocab) -> dict[str, Path]:
     """Random tiny models written as `bertlab pretrain` and `finetune` write them: `mlm` (with
     the masked-LM head), `clm` (left-to-right, as `--objective clm` makes it), `sentiment` (3
     labels), `stsb` (pair regression), `ner` (CoNLL tags) and `qa` (SQuAD)."""
-    from bertlab.core.config import TaskDataConfig
+    from bertlab.core.finetune_config import TaskDataConfig
     from bertlab.data.tasks.classification import ColumnSpec
     from bertlab.network.bert import BertForPreTraining
     from bertlab.task_families import make_task

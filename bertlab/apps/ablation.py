@@ -80,7 +80,8 @@ from bertlab.apps.flows import (
 from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
 from bertlab.apps.transfer_data import task_splits
 from bertlab.core.atomic import atomic_directory
-from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.task_families import Task

@@ -26,7 +26,8 @@ from bertlab.apps.demo_config import (
 )
 from bertlab.apps.demo_report import run_name
 from bertlab.apps.flows import finetune_and_test, random_twin, seed_dir
-from bertlab.core.config import BertConfig, FinetuneConfig, TaskDataConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.core.shipped import shipped_model
 from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.wordpiece import Tokenizer

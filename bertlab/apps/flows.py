@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertlab.core.atomic import atomic_directory, remove_temporaries, run_lock, write_json
-from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
 from bertlab.network.bert import BertModel

@@ -14,7 +14,7 @@ from typing import Any
 
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_rows import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE, ROWS
-from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 
 FINETUNE_DIR = "finetune"
 BERT_DEFAULT = "bert"  # the strategy every other one is judged against

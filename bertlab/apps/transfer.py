@@ -67,13 +67,8 @@ from bertlab.apps.transfer_data import (
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
 from bertlab.apps.transfer_rows import DEV_FRACTION, FINETUNE_BATCH_SIZE, TEST_FRACTION
 from bertlab.core.atomic import atomic_directory
-from bertlab.core.config import (
-    OBJECTIVE_DATA,
-    PRESETS,
-    BertConfig,
-    FinetuneConfig,
-    read_json_object,
-)
+from bertlab.core.config import OBJECTIVE_DATA, PRESETS, BertConfig, read_json_object
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.core.wording import Worded
 from bertlab.data.corpus import build_corpus
 from bertlab.network.electra import ElectraForPreTraining

@@ -16,7 +16,7 @@ from pathlib import Path
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_rows import DEV_FRACTION, TEST_FRACTION
 from bertlab.core.atomic import write_text
-from bertlab.core.config import TaskDataConfig
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks import TaggedSentence
 from bertlab.data.tasks.splits import holdout_split, phrase_roots, sentence_split, subsample
 from bertlab.task_families import Task, make_task

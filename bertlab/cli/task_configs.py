@@ -53,7 +53,7 @@ def data_flags(args: argparse.Namespace, is_qa: bool) -> dict[str, int]:
     field of its name; for SQuAD-style tasks --max-seq-length sets `squad_max_seq_length`)."""
     import dataclasses
 
-    from bertlab.core.config import TaskDataConfig
+    from bertlab.core.finetune_config import TaskDataConfig
 
     values = {}
     for field in dataclasses.fields(TaskDataConfig):
@@ -68,7 +68,7 @@ def task_of(args: argparse.Namespace, saved: dict[str, Any] | None = None):
     """The task: the model's saved input settings (else the task's own), the flags over them."""
     import dataclasses
 
-    from bertlab.core.config import TaskDataConfig
+    from bertlab.core.finetune_config import TaskDataConfig
     from bertlab.task_families import make_task
 
     if saved is not None and saved.get("task") not in (None, args.task):
@@ -119,7 +119,7 @@ def finetune_config(args: argparse.Namespace):
     --epochs not given is the task's number of epochs."""
     import dataclasses
 
-    from bertlab.core.config import FinetuneConfig
+    from bertlab.core.finetune_config import FinetuneConfig
 
     names = [f.name for f in dataclasses.fields(FinetuneConfig)]
     flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]

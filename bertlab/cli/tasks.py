@@ -74,7 +74,7 @@ def add_task_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.core.config import SCHEDULES, FinetuneConfig
+    from bertlab.core.finetune_config import SCHEDULES, FinetuneConfig
 
     defaults = FinetuneConfig()
     parser = subparsers.add_parser(

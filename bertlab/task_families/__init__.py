@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from bertlab.core.config import TaskDataConfig
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, read_classification
 from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION, TaskSpec, get_task
 from bertlab.task_families.base import (

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from bertlab.core.atomic import write_text
-from bertlab.core.config import BertConfig, TaskDataConfig, read_json_object
+from bertlab.core.config import BertConfig, read_json_object
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.core.metrics import METRIC_SETS
 from bertlab.core.runtime import autocast, model_device
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches

@@ -25,7 +25,8 @@ from bertlab.core.atomic import (
     run_lock,
     write_json,
 )
-from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 from bertlab.core.model_card import ModelCard, write_model_card
 from bertlab.core.outputs import check_outputs
 from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced

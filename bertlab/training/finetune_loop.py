@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from bertlab.core.atomic import atomic_directory
-from bertlab.core.config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 from bertlab.core.runtime import autocast, resolve_precision
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.network.heads import BertForTask

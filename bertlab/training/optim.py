@@ -39,16 +39,14 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from bertlab.core.config import (
+from bertlab.core.config import LINEAR_WARMUP_DECAY, ONE_CYCLE, PretrainConfig
+from bertlab.core.finetune_config import (
     CONSTANT_SCHEDULE,
     LINEAR_SCHEDULE,
-    LINEAR_WARMUP_DECAY,
-    ONE_CYCLE,
     SLANTED_TRIANGULAR_SCHEDULE,
     STLR_CUT_FRAC,
     STLR_RATIO,
     FinetuneConfig,
-    PretrainConfig,
 )
 from bertlab.network.bert import BertModel
 

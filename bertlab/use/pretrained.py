@@ -40,7 +40,7 @@ import torch
 
 from bertlab.core import hub
 from bertlab.core.atomic import atomic_directory
-from bertlab.core.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.core.runtime import resolve_precision, set_seed
 from bertlab.data.tasks.classification import ColumnSpec, Example, label_set
 from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION

@@ -29,7 +29,7 @@ from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.fonts import CJK_FONT_CACHE_CONTROL, CJK_FONT_ROUTE
 from bertlab.apps.serve.models import CAPABILITIES
 from bertlab.apps.serve.server import allowed_hosts, load_models
-from bertlab.core.config import TaskDataConfig
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.encoding import split_words
 from bertlab.data.tasks.ner import TaggedSentence, entity_spans

@@ -25,7 +25,7 @@ pytest.importorskip("fastapi", reason="`bertlab serve` needs fastapi, which is n
 
 from bertlab.apps.serve.api import create_app
 from bertlab.apps.serve.server import allowed_hosts, load_models
-from bertlab.core.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.task_families import make_task
 from bertlab.training.finetune import ModelSource, finetune_task, read_task_data

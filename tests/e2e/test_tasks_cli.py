@@ -18,7 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from bertlab.cli import build_parser, main, task_configs
-from bertlab.core.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.network import checkpoint as hf_checkpoint
 
 TASK_DATA = Path(__file__).resolve().parents[1] / "data" / "tasks"

@@ -14,7 +14,8 @@ import torch
 
 from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import main
-from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.data.tasks.classification import Example
 from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import Tokenizer

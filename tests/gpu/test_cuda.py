@@ -32,7 +32,8 @@ from bertlab.apps.serve import inference
 from bertlab.apps.serve.language_model import score
 from bertlab.apps.serve.models import load_served_model
 from bertlab.cli import main
-from bertlab.core.config import BertConfig, FinetuneConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.core.hub import resolve
 from bertlab.core.runtime import DistributedContext, autocast, distributed, set_seed
 from bertlab.network.bert import BertForPreTraining

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from bertlab.core.config import FinetuneConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.data.tasks import TaggedSentence
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.feature_head_config import LAYER_COMBINATIONS, FeatureHeadConfig

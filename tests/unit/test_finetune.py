@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from bertlab.core.config import FinetuneConfig, TaskDataConfig
+from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.splits import holdout_split
 from bertlab.data.tasks.squad import Answer, SquadExample

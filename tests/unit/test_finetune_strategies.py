@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from bertlab.core.config import FinetuneConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification, BertForTokenClassification
 from bertlab.training.finetune_loop import (

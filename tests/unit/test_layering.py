@@ -31,7 +31,15 @@ LAYERS = (
         "core.wording",
     ),
     ("core.precision",),  # the precisions a run may choose: names, no torch
-    ("core.config", "core.metrics", "core.runtime", "core.threads", "core.hub", "core.model_card"),
+    (
+        "core.config",
+        "core.finetune_config",
+        "core.metrics",
+        "core.runtime",
+        "core.threads",
+        "core.hub",
+        "core.model_card",
+    ),
     ("core.shipped",),  # the shipped models' table: what make models runs, the cards, the demo
     ("tokenizer.fast",),  # bulk encoding through a chunk cache (no BERT rules of its own)
     ("tokenizer.basic",),  # BERT's normalization and pre-tokenization as tokenizers steps

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import bertlab
-from bertlab.core.config import BertConfig, FinetuneConfig
+from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.network.bert import BertForPreTraining, BertModel
 from bertlab.network.heads import BertForSequenceClassification
 from bertlab.tokenizer.wordpiece import Tokenizer

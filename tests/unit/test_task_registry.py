@@ -19,7 +19,7 @@ from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_data import task_splits
 from bertlab.apps.transfer_rows import ROWS
 from bertlab.cli import build_parser, main, task_configs
-from bertlab.core.config import TaskDataConfig
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks import registry
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.files import existing_file, require_examples

@@ -30,7 +30,8 @@ from typing import Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from bertlab.core.config import TaskDataConfig, read_json_object
+from bertlab.core.config import read_json_object
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.core.runtime import default_device, model_device, resolve_precision
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.network.bert import BertForPreTraining, BertModel
