@@ -360,9 +360,10 @@ class ElectraConfig:
         return dataclasses.asdict(self)
 
 
-# Pre-training learning-rate schedules (`bertlab.training.optim.pretrain_schedule` builds them),
-# each over the run's budget: its optimizer steps (`max_steps`) or its training time (`max_time`,
-# which a `--budget` run sets). Names and what they do; torch-free, for `bertlab pretrain --help`.
+# Pre-training learning-rate schedules (`training.pretrain_schedules.pretrain_schedule` builds
+# them), each over the run's budget: its optimizer steps (`max_steps`) or its training time
+# (`max_time`, which a `--budget` run sets). Names and what they do; torch-free, for `bertlab
+# pretrain --help`.
 LINEAR_WARMUP_DECAY, ONE_CYCLE = "linear", "one-cycle"
 PRETRAIN_SCHEDULES = {
     LINEAR_WARMUP_DECAY: "linear warmup and decay (BERT's)",

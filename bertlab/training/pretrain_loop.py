@@ -62,13 +62,14 @@ from bertlab.training import checkpointing
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
 from bertlab.training.objectives import FINAL_DIR as FINAL_DIR  # read from here too
 from bertlab.training.objectives import StepShare, objective_of
-from bertlab.training.optim import build_optimizer, pretrain_schedule
+from bertlab.training.optim import build_optimizer
 from bertlab.training.pretrain_data import (
     EVAL_SEED_OFFSET,
     held_out_split,
     training_batches,
     training_stream,
 )
+from bertlab.training.pretrain_schedules import pretrain_schedule
 from bertlab.training.pretrain_stats import (
     CURVE_PANELS,
     STAT_TOKENS,

@@ -13,13 +13,11 @@ from bertlab.training.optim import (
     ADAM_BETAS,
     ADAM_EPSILON,
     WEIGHT_DECAY,
-    BudgetSchedule,
-    StepsSchedule,
     build_optimizer,
     linear_warmup_decay,
     parameter_groups,
-    pretrain_schedule,
 )
+from bertlab.training.pretrain_schedules import BudgetSchedule, StepsSchedule, pretrain_schedule
 
 
 @pytest.fixture
