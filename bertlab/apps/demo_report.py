@@ -46,9 +46,7 @@ COLORS = {
 REPOSITORY = Path(__file__).resolve().parents[2]
 HOUR_TABLE = "README.md#does-pre-training-pay-off-on-a-laptop"
 BUDGET_DOCS = "docs/budget.md"
-DEMO_NOTEBOOK = (
-    "lab/demo-notebook.md#2026-11-27-the-chinese-model-for-an-hour-and-the-shipped-rows-batch"
-)
+DEMO_RESULTS = "docs/demo.md#what-the-default-measured"
 PRETRAIN_PANELS = (
     ("mlm_loss", "loss (nats per masked token)", "masked-LM loss"),
     ("mlm_accuracy", "accuracy (share of masked tokens)", "masked-LM accuracy"),
@@ -282,8 +280,8 @@ def _rows_explained(result: dict[str, Any], out: Path) -> list[str]:
         explained[SHIPPED] += (
             " Its random twin (its shape and vocabulary from scratch) is not run here, for "
             f"time; against this demo's scratch row it differs in shape and vocabulary as well "
-            f"as pre-training ({_doc_link(out, DEMO_NOTEBOOK, 'the lab notebook')} measures "
-            "its twin)."
+            f"as pre-training (its twin's scores: "
+            f"{_doc_link(out, DEMO_RESULTS, 'the demo page: what the default measured')})."
         )
     names = list(result["scores"])
     if "skipped" in vectors and PRETRAINED in names:  # said where the row would stand

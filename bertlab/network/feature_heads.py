@@ -76,7 +76,7 @@ class BiLSTM(nn.LSTM):
     the right-padded batch: (B, L, F), lengths (B,) -> (B, L, 2 * hidden), zeros at the padding.
 
     The same function, parameters, key names and random start as that LSTM over a packed batch,
-    without the packed kernel, which takes ~3.5x as long on a CPU (lab/ablation-notebook.md).
+    without the packed kernel, which takes ~3.5x as long on a CPU.
     Each direction of each layer runs as a single-layer LSTM on this module's weights
     (`torch.func.functional_call`): the forward one over the padded batch as it is (padding comes
     after every real token), the backward one over each sequence reversed within its own length,

@@ -54,8 +54,8 @@ NEAR_CHANCE_AUC = 0.6
 # A held-out (masked-)LM accuracy below the unigram level plus this margin is "on the unigram
 # plateau". At BERT's 80/10/10 masking the level is a tenth (the kept tokens) plus 0.9 times the
 # commonest piece's share, some 15% on English (an estimate); the budget recipe's runs sat at
-# 13-14% on the plateau and were at 17-22% once off it (lab/budget-notebook.md, the masking
-# rate and the hour's curve); the naive recipe stayed at 9.8%, a BERT-base at peak 7e-4 at 4.5%.
+# 13-14% on the plateau and were at 17-22% once off it (the masking-rate runs and the hour's
+# curve); the naive recipe stayed at 9.8%, a BERT-base at peak 7e-4 at 4.5%.
 PLATEAU_MARGIN = 0.03
 # (accuracy, unigram level) in a held-out evaluation: masked LM's, or a causal run's.
 PLATEAU_NAMES = (

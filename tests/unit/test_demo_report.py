@@ -148,7 +148,7 @@ def test_a_shipped_model_without_its_twin_says_its_own_batch_and_why_no_twin(
     lines = _rows_explained(result, tmp_path)
     assert [line.split("**")[1] for line in lines] == [PRETRAINED, WORD_VECTORS, SCRATCH, SHIPPED]
     assert "Its random twin (its shape and vocabulary from scratch) is not run here" in lines[-1]
-    assert "demo-notebook.md#2026-11-27-the-chinese-model-for-an-hour" in lines[-1]
+    assert "docs/demo.md#what-the-default-measured" in lines[-1]
     result["shipped"]["learning_rate"] = 1e-3  # the batch alone differs
     text = "\n".join(_finetuning_section(result, tmp_path))
     assert "at learning rate 0.001 (the shipped model at batch 16: the larger" in text
