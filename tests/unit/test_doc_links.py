@@ -75,10 +75,47 @@ def test_the_readme_stays_a_product_page():
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 220
 
 
-@pytest.mark.parametrize("target", ["HOUR_TABLE", "BUDGET_DOCS", "DEMO_NOTEBOOK"])
+@pytest.mark.parametrize("target", ["HOUR_TABLE", "BUDGET_DOCS", "DEMO_RESULTS"])
 def test_the_demo_reports_links_into_the_repository_reach_their_sections(target):
     from bertlab.apps import demo_report
 
     name, _, section = getattr(demo_report, target).partition("#")
     assert (REPO / name).is_file()
     assert not section or section in anchors(REPO / name)
+
+
+# A link to a heading of a lab notebook: `lab/NAME.md#...`, relative or from the root.
+LAB_HEADING = re.compile(r"(?:^|[(/\"'\s])lab/[\w.-]+\.md#")
+
+
+def user_docs() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def product_and_test_sources() -> list[Path]:
+    return sorted([*(REPO / "bertlab").rglob("*.py"), *(REPO / "tests").rglob("*.py")])
+
+
+def test_no_user_doc_links_a_heading_of_a_lab_notebook():
+    """Lab notebooks are dated rounds that move and get rewritten; a user doc states the result
+    itself and at most names the notebook that measured it, never one of its headings."""
+    linked = [
+        f"{path.relative_to(REPO)}: {target}"
+        for path in user_docs()
+        for line in prose_lines(path)
+        for target in LINK.findall(line)
+        if "lab/" in target and "#" in target
+    ]
+    assert linked == []
+
+
+def test_no_product_code_report_or_test_links_a_heading_of_a_lab_notebook():
+    """The demo's report and every other text the package writes, and the tests that pin them,
+    point into the user docs, not at a lab notebook's headings."""
+    linked = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in product_and_test_sources()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if LAB_HEADING.search(line)
+    ]
+    assert linked == []
