@@ -125,7 +125,7 @@ class StepClock:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         self.starts: list[float] = []
-        self.warmup, self.profiler = warmup, None
+        self.warmup, self.profiled, self.profiler = warmup, profile, None
         register_optimizer_step_pre_hook(lambda *_: self.tick())
         if profile:
             self.profiler = torch.profiler.profile(
@@ -139,7 +139,7 @@ class StepClock:
         if self.profiler is not None:
             self.profiler.step()
 
-    def result(self, profile: int) -> dict:
+    def result(self) -> dict:
         """Tokens/s of the steps after the warm-up, from one optimizer step to the next."""
         timed = range(self.warmup, len(self.starts) - 1)
         seconds = self.starts[timed[-1] + 1] - self.starts[timed[0]]
@@ -157,9 +157,10 @@ class StepClock:
                     (name for name, patterns in OP_GROUPS if any(p in lower for p in patterns)),
                     "other",
                 )
-                groups[group] = groups.get(group, 0.0) + event.self_cpu_time_total / 1e3 / profile
+                ms = event.self_cpu_time_total / 1e3 / self.profiled  # a step's
+                groups[group] = groups.get(group, 0.0) + ms
                 if group == "other":
-                    other[event.key] = event.self_cpu_time_total / 1e3 / profile
+                    other[event.key] = ms
             result["profile_ms"] = groups
             result["other_ms"] = dict(sorted(other.items(), key=lambda item: -item[1])[:4])
         return result
@@ -230,7 +231,7 @@ def run_hf(args: argparse.Namespace) -> dict:
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=MLM_PROBABILITY),
     )
     trainer.train()
-    return clock.result(args.profile) | {"transformers": transformers.__version__}
+    return clock.result() | {"transformers": transformers.__version__}
 
 
 def run_bertlab(args: argparse.Namespace) -> dict:
@@ -259,7 +260,7 @@ def run_bertlab(args: argparse.Namespace) -> dict:
         num_workers=args.workers,
     )
     run_pretraining(run, show_progress=False, say=lambda line: None)
-    return clock.result(args.profile)
+    return clock.result()
 
 
 def arm(args: argparse.Namespace) -> None:
