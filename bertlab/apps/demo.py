@@ -376,13 +376,13 @@ def _step_pretrain(
         eval_every_steps=50,
         eval_examples=EVAL_EXAMPLES,
     )
-    say(f"  {run.describe()}")
+    say(f"  {run.resolved.description}")
     result = run_pretraining(run, show_progress=show_progress, say=lambda line: None)
     records = read_metrics(run_dir / METRICS_FILE)
     first_eval = next((r for r in records if r["kind"] == "eval"), None)
     plan = json.loads((run_dir / PLAN_FILE).read_text(encoding="utf-8"))
     summary = {
-        "recipe": run.describe(),
+        "recipe": result.recipe,  # as planned for this machine
         "device": plan["device"],  # "CPU", or the GPU's name
         "steps": result.progress.step,
         "tokens": result.progress.tokens,

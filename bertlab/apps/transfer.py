@@ -402,7 +402,7 @@ def _twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
     model_config = BertConfig.from_json_file(shape_dir / "config.json").replace(
         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
     )
-    position_init = config.pretrain_run().position_initialization()
+    position_init = config.pretrain_run().resolved.position_init
     directory = shape_dir.with_name(f"{shape_dir.name}-seed-{seed}")
     tokenizer = Tokenizer.from_pretrained(shape_dir)
     vectors = (

@@ -196,11 +196,11 @@ class TransferConfig:
 
     def objective(self) -> str:
         """The pre-training objective: --pretrain-objective, else the budget recipe's."""
-        return self.pretrain_run().data_config().objective
+        return self.pretrain_run().resolved.data.objective
 
     def mlm_probability(self) -> float:
         """The pre-training masking rate: --pretrain-mlm-probability, else the recipe's."""
-        return self.pretrain_run().data_config().mlm_probability
+        return self.pretrain_run().resolved.data.mlm_probability
 
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
@@ -227,7 +227,7 @@ class TransferConfig:
 
     def shape(self) -> str:
         """The encoder's PRESETS name: --model-size, else the budget recipe's."""
-        return self.pretrain_run().shape()
+        return self.pretrain_run().resolved.shape
 
 
 # TransferConfig fields that are no settings: where the inputs and OUT are (the task data is

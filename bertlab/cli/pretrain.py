@@ -246,7 +246,7 @@ def pretrain_run(args: argparse.Namespace):
     """The `PretrainRun` of the flags (each flag's destination is the field of its name)."""
     from bertlab.training.pretrain_run import PretrainRun
 
-    fields = [f.name for f in dataclasses.fields(PretrainRun) if f.name != "plan"]  # not a flag
+    fields = [f.name for f in dataclasses.fields(PretrainRun)]
     return PretrainRun(**{name: getattr(args, name) for name in fields})
 
 

@@ -15,7 +15,7 @@ The recipe only fills in what the user did not set: every flag given on the comm
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,18 +137,20 @@ def choose_shape(
     return enough[-1] if enough else measured[0]
 
 
-def budget_recipe(seconds: float) -> BudgetRecipe:
+def budget_recipe(seconds: float, model_size: str | None = None) -> BudgetRecipe:
     """The recipe for a pre-training budget of `seconds` on a CPU.
 
     BERT-Tiny's shape below LARGER_MODEL_MINUTES, BERT-mini's (at a peak of 1e-3) from there on.
     Measured for budgets of 4 to 60 minutes on 2 cores (docs/budget.md); longer budgets get the
-    60-minute recipe, which is a safe start but not a measured optimum.
+    60-minute recipe, which is a safe start but not a measured optimum. A `model_size` given by
+    the user replaces the recipe's shape and keeps the budget's other settings.
     """
     if not seconds > 0:
         raise ValueError(f"the budget must be positive, got {seconds}")
+    recipe = BudgetRecipe()
     if seconds >= LARGER_MODEL_MINUTES * 60:
-        return BudgetRecipe(model_size=LARGER_MODEL, learning_rate=LARGER_MODEL_LEARNING_RATE)
-    return BudgetRecipe()
+        recipe = BudgetRecipe(model_size=LARGER_MODEL, learning_rate=LARGER_MODEL_LEARNING_RATE)
+    return recipe if model_size is None else replace(recipe, model_size=model_size)
 
 
 def init_positions(embeddings: BertEmbeddings, position_init: str, std: float) -> None:

@@ -134,9 +134,7 @@ def plan_budget(
         context: this process's place in a torchrun job.
     """
     if device.type == "cpu":
-        recipe = budget_recipe(seconds)
-        if model_size is not None:
-            recipe = dataclasses.replace(recipe, model_size=model_size)
+        recipe = budget_recipe(seconds, model_size)
         return BudgetPlan(seconds, model_size, "CPU", recipe, processes=context.world_size)
     if spec is None:
         raise ValueError("planning on an accelerator needs the run's batch stream")

@@ -12,12 +12,12 @@ from bertlab.core.model_card import ModelCard
 from bertlab.data.preflight import PreflightReport
 from bertlab.training.pretrain_data import held_out_split
 from bertlab.training.pretrain_loop import PretrainResult
-from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretrain_run import ResolvedRun
 from bertlab.training.pretrain_stats import PLATEAU_DOCS, unigram_plateau
 
 
 def pretraining_card(
-    run: PretrainRun,
+    run: ResolvedRun,
     corpus_meta: dict[str, Any],
     report: PreflightReport,
     model_config: BertConfig,
@@ -26,19 +26,19 @@ def pretraining_card(
     world_size: int,
 ) -> ModelCard:
     """The model card of OUT/final: the corpus, the recipe and what this run measured."""
-    loop = run.loop_config()
+    loop, choices = run.loop, run.choices
     progress = result.progress
     shape = (
         f"{model_config.num_hidden_layers} layers, hidden size {model_config.hidden_size}, "
         f"{model_config.num_attention_heads} heads, {num_parameters:,} parameters"
     )
-    start = f"continued from `{run.init_from}`" if run.init_from is not None else "from scratch"
+    start = "from scratch" if choices.init_from is None else f"continued from `{choices.init_from}`"
     files = ", ".join(
         f"`{Path(f['path']).name}` ({f['bytes']:,} bytes)" for f in corpus_meta.get("files", ())
     )
     langs = sorted(set(corpus_meta.get("langs", ())))
     _, held_out = held_out_split(report.num_documents, loop.eval_examples)
-    tokenizer = run.tokenizer or run.init_from
+    tokenizer = choices.tokenizer or choices.init_from
     vocabulary = f"`{tokenizer}`" if tokenizer is not None else "trained on the corpus by bertlab"
     metrics: dict[str, Any] = {
         "steps": progress.step,
@@ -58,11 +58,10 @@ def pretraining_card(
             f"{progress.tokens:,} tokens): it has learned little beyond word frequencies and "
             f"tends to fine-tune to the majority class ({PLATEAU_DOCS})."
         )
-    objective = run.objective_entry()
-    what = objective.card_summary(shape)
-    uses = objective.uses
+    what = run.objective.card_summary(shape)
+    uses = run.objective.uses
     return ModelCard(
-        title=f"{Path(run.out).name}: a BERT pre-trained with bertlab",
+        title=f"{Path(choices.out).name}: a BERT pre-trained with bertlab",
         summary=f"{what}, pre-trained {start} by `bertlab pretrain` on the corpus below.",
         pipeline_tag=uses.pipeline_tag,
         intended_use="A starting point for fine-tuning on a task (`bertlab finetune --model "
@@ -85,13 +84,13 @@ def pretraining_card(
             "bertlab finetune --task sst2 --train train.tsv --dev-fraction 0.1 --model DIR "
             "--out runs/sst2",
         ],
-        base_model=None if run.init_from is None else str(run.init_from),
+        base_model=None if choices.init_from is None else str(choices.init_from),
         language=langs,
     )
 
 
-def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: int) -> dict:
-    data, loop = run.data_config(), run.loop_config()
+def _pretraining_recipe(run: ResolvedRun, model_config: BertConfig, world_size: int) -> dict:
+    data, loop = run.data, run.loop
     recipe = {
         "objective": data.objective,
         "sequence length": data.max_seq_length,
@@ -107,11 +106,12 @@ def _pretraining_recipe(run: PretrainRun, model_config: BertConfig, world_size: 
         "seed": loop.seed,
         "processes": world_size,
     }
-    if run.final_dropout() is not None:
-        recipe["dropout written for fine-tuning"] = run.final_dropout()
-    recipe |= run.objective_entry().recipe_rows(run.objective_settings())
-    if run.budget is not None:
-        recipe = {"budget recipe": f"{run.budget / 60:g} min: {run.describe()}"} | recipe
+    if run.final_dropout is not None:
+        recipe["dropout written for fine-tuning"] = run.final_dropout
+    recipe |= run.objective.recipe_rows(run.settings)
+    if run.choices.budget is not None:
+        minutes = run.choices.budget / 60
+        recipe = {"budget recipe": f"{minutes:g} min: {run.description}"} | recipe
         if run.plan is not None:
             recipe["budget recipe planned"] = "; ".join(run.plan.lines())
     return recipe

@@ -111,6 +111,7 @@ class PretrainResult:
     progress: Progress
     final_dir: Path | None
     last_eval: dict[str, float] | None
+    recipe: str | None = None  # the run's settings in words, as trained (`run_pretraining`)
 
 
 def passed_a_mark(before: float, now: float, every: float) -> bool:

@@ -1,13 +1,21 @@
-"""A pre-training run described: `PretrainRun`, what `run_pretraining` trains
-(`bertlab.training.pretraining`).
+"""A pre-training run described and resolved: `PretrainRun`, what `run_pretraining` trains
+(`bertlab.training.pretraining`), and `ResolvedRun`, every value it trains with.
 
 `PretrainRun` describes a whole run: the corpus and the run directory, how long (`budget`,
 `max_steps` or `max_time`), where the tokenizer and the model come from, and every setting of
 the data and the loop. Each field is named like the `bertlab pretrain` flag it comes from, and
 None means "not chosen": the budget recipe's value with a `budget` (`bertlab.training.budget`),
 otherwise the default of `PretrainDataConfig` / `PretrainConfig`. The CLI parses flags into a
-`PretrainRun`; the demo and the experiments build one directly. Its methods say what the run
-resolves to: the data and loop configs, the objective and its settings, the shape, the dropout.
+`PretrainRun`; the demo and the experiments build one directly.
+
+A run is resolved once, when it is made: `run.resolved` is a frozen `ResolvedRun` holding the
+data and loop configs, the objective and its settings, the shape, the dropout and the recipe's
+words, which the loop, the model card, the demo and the experiments read. A budget run is
+resolved again only when its plan for the machine brings another recipe
+(`ResolvedRun.planned`: on an accelerator; on a CPU the plan is the measured recipe).
+
+    run = PretrainRun(corpus=["reviews.txt"], out="runs/x", budget=3600)
+    run.resolved.shape, run.resolved.loop.batch_size  # "mini", 32
 
 Bad settings raise `ValueError` when the `PretrainRun` is built, before anything is written.
 """
@@ -15,6 +23,7 @@ Bad settings raise `ValueError` when the `PretrainRun` is built, before anything
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -91,8 +100,6 @@ class PretrainRun:
         corpus_format: how the corpus files are read; "auto": each by its suffix.
         text_column: the JSON field or column that holds each document's text.
         resume: continue from the latest checkpoint in `out`.
-        plan: the budget recipe planned for the machine (`bertlab.training.budget_plan`), set by
-            `run_pretraining`; None: the measured CPU recipe until then. Not a flag.
         The rest are the fields of `PretrainDataConfig` and `PretrainConfig` of the same names.
     """
 
@@ -143,7 +150,6 @@ class PretrainRun:
     # ElectraConfig (objective electra)
     generator_size: float | None = None
     rtd_weight: float | None = None
-    plan: BudgetPlan | None = None
 
     def __post_init__(self) -> None:
         if not self.corpus:
@@ -171,7 +177,6 @@ class PretrainRun:
                 raise ValueError(f"position_init must be one of {POSITION_INITS}")
         if self.lang not in LANGS:
             raise ValueError(f"unknown lang {self.lang!r}; choose one of {', '.join(LANGS)}")
-        self.corpus_reading()  # raises ValueError for an unknown format
         if self.objective is not None:
             objective_data(self.objective)  # raises ValueError for an unknown objective
         for name in ("dropout", "finetune_dropout"):
@@ -180,130 +185,183 @@ class PretrainRun:
                 raise ValueError(f"{name} must be in [0, 1), got {value}")
         if self.vocab_size is not None and self.tokenizer is not None:
             raise ValueError("give a tokenizer or a vocab_size to train one, not both")
-        if self.tokenizer is None and self.init_from is None and self.vocabulary_size() is None:
-            raise ValueError(
-                "give a tokenizer (vocab.txt or a tokenizer directory), a vocab_size to train "
-                "one on the corpus, or a budget"
-            )
-        self.data_config()  # each raises ValueError on a bad value
-        self.loop_config()
-        own = self.objective_entry().setting_names()
-        for other in OBJECTIVES.values():
-            given = [name for name in other.setting_names() if getattr(self, name) is not None]
-            if given and not set(given) <= set(own):
-                raise ValueError(f"{' and '.join(given)} apply to objective {other.name} only")
-        self.objective_settings()
+        _ = self.resolved  # resolved here, once: raises ValueError on a bad value
 
-    # --- what the run resolves to -------------------------------------------------------------
+    @functools.cached_property
+    def resolved(self) -> ResolvedRun:
+        """What the run resolves to, without a plan (the measured CPU recipe with a budget);
+        built once, when the run is made (`dataclasses.replace` makes a run resolved anew)."""
+        return resolve(self)
 
-    def corpus_reading(self) -> CorpusReading:
-        """How the corpus files are read: the format and the text's column."""
-        return CorpusReading(self.corpus_format, self.text_column)
 
-    def recipe(self) -> BudgetRecipe | None:
-        """The budget recipe, with a budget (the machine's plan once planned); None otherwise."""
-        if self.budget is None:
-            return None
-        return self.plan.recipe if self.plan is not None else budget_recipe(self.budget)
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A `PretrainRun` resolved: every value the run trains with, each chosen once from the
+    user's choice, the budget recipe's (with a budget) or the configs' defaults.
 
-    def _chosen(self, name: str) -> Any:
-        """The field's value, else the recipe's (with a budget), else None (the config default)."""
-        value = getattr(self, name)
-        recipe = self.recipe()
+    Attributes:
+        choices: the run as the user gave it.
+        plan: the budget's plan for this machine (`bertlab.training.budget_plan`); None before
+            it is planned, and without a budget.
+        recipe: the budget recipe (the plan's once planned); None without a budget.
+        data: the data and objective settings.
+        loop: the loop's settings.
+        objective: the objective's entry in `bertlab.training.objectives.OBJECTIVES`.
+        settings: the objective's own settings (ELECTRA's `ElectraConfig`), None for the others.
+        reading: how the corpus files are read.
+        vocabulary_size: the size of the vocabulary to train on the corpus; None when the
+            tokenizer is given or comes with `init_from`.
+        shape: the preset of a new model; None for `model_config` and `init_from`.
+        dropout: the dropout while pre-training; None keeps the model's own.
+        position_init: a new model's position embeddings.
+        final_dropout: the dropout written into the final model's config.json; None leaves it.
+        description: one line in the recipe's words, e.g. "BERT-mini, 8,000-piece vocabulary
+            trained on the corpus, masked LM at 40%, ...".
+    """
+
+    choices: PretrainRun
+    plan: BudgetPlan | None
+    recipe: BudgetRecipe | None
+    data: PretrainDataConfig
+    loop: PretrainConfig
+    objective: Objective
+    settings: Any
+    reading: CorpusReading
+    vocabulary_size: int | None
+    shape: str | None
+    dropout: float | None
+    position_init: str
+    final_dropout: float | None
+    description: str
+
+    def planned(self, plan: BudgetPlan) -> ResolvedRun:
+        """This run with the recipe of `plan`: resolved again only where the plan's recipe is
+        not the one resolved (on an accelerator; on a CPU the plan is the measured recipe)."""
+        if self.choices.budget is None:
+            raise ValueError("only a run with a budget has a plan")
+        if plan.recipe == self.recipe:
+            return dataclasses.replace(self, plan=plan)
+        return resolve(self.choices, plan)
+
+
+def resolve(run: PretrainRun, plan: BudgetPlan | None = None) -> ResolvedRun:
+    """Resolve `run` (with the recipe of `plan` when given): each value is the user's choice,
+    else the budget recipe's, else the configs' default.
+
+    Raises:
+        ValueError: a value the data or loop config refuses, settings of another objective, no
+            way to a tokenizer.
+    """
+    recipe = None
+    if run.budget is not None:
+        recipe = plan.recipe if plan is not None else budget_recipe(run.budget, run.model_size)
+    reading = CorpusReading(run.corpus_format, run.text_column)  # raises for an unknown format
+
+    def chosen(name: str) -> Any:
+        """The field's value, else the recipe's (with a budget), else None (the default)."""
+        value = getattr(run, name)
         if value is None and recipe is not None and name in _RECIPE_FIELDS:
             return getattr(recipe, name)
         return value
 
-    def data_config(self) -> PretrainDataConfig:
-        values = {name: self._chosen(name) for name in _DATA_FIELDS if hasattr(self, name)}
-        values = {name: value for name, value in values.items() if value is not None}
-        objective = values.get("objective", PretrainDataConfig.objective)
-        if self.pack_sequences is None:  # the recipe packs, but NSP needs sentence pairs
-            recipe = self.recipe()
-            values["pack_sequences"] = bool(recipe and recipe.pack_sequences) and (
-                not objective_data(objective).is_pair
+    data = _data_config(run, recipe, chosen)
+    loop = _loop_config(run, chosen)
+    objective = objective_of(data)
+    own = objective.setting_names()
+    for other in OBJECTIVES.values():
+        given = [name for name in other.setting_names() if getattr(run, name) is not None]
+        if given and not set(given) <= set(own):
+            raise ValueError(f"{' and '.join(given)} apply to objective {other.name} only")
+    settings = objective.settings({name: getattr(run, name) for name in own})
+    vocabulary_size = None
+    if run.tokenizer is None and run.init_from is None:
+        vocabulary_size = run.vocab_size or (recipe.vocab_size if recipe is not None else None)
+        if vocabulary_size is None:
+            raise ValueError(
+                "give a tokenizer (vocab.txt or a tokenizer directory), a vocab_size to train "
+                "one on the corpus, or a budget"
             )
-        if self.max_predictions_per_seq is None:
-            length = values.get("max_seq_length", PretrainDataConfig.max_seq_length)
-            rate = values.get("mlm_probability", PretrainDataConfig.mlm_probability)
-            values["max_predictions_per_seq"] = math.ceil(length * rate)
-        return PretrainDataConfig(**values)
+    shape = None
+    if run.model_config is None and run.init_from is None:
+        shape = run.model_size or (recipe.model_size if recipe else DEFAULT_MODEL_SIZE)
+    dropout = run.dropout
+    if dropout is None and recipe is not None and run.init_from is None:
+        dropout = recipe.dropout
+    final_dropout = run.finetune_dropout
+    if final_dropout is None and run.budget is not None and run.dropout is None:
+        final_dropout = FINETUNE_DROPOUT
+    position_init = run.position_init or (recipe.position_init if recipe else "normal")
+    description = _describe(
+        run, data, loop, objective.describe(data, settings), shape, vocabulary_size, dropout
+    )
+    return ResolvedRun(
+        run,
+        plan,
+        recipe,
+        data,
+        loop,
+        objective,
+        settings,
+        reading,
+        vocabulary_size,
+        shape,
+        dropout,
+        position_init,
+        final_dropout,
+        description,
+    )
 
-    def loop_config(self) -> PretrainConfig:
-        values = {name: self._chosen(name) for name in _LOOP_FIELDS if hasattr(self, name)}
-        values = {name: value for name, value in values.items() if value is not None}
-        if self.budget is not None:
-            values["max_time"] = self.budget
-        if self.num_workers is None and torch.cuda.is_available():
-            values["num_workers"] = gpu_data_workers()
-        return PretrainConfig(**values)
 
-    def objective_entry(self) -> Objective:
-        """The objective's entry in `bertlab.training.objectives.OBJECTIVES`."""
-        return objective_of(self.data_config())
-
-    def objective_settings(self) -> Any:
-        """The objective's own settings (ELECTRA's `ElectraConfig`): the fields given, else
-        their defaults; None for an objective without settings."""
-        objective = self.objective_entry()
-        return objective.settings({name: getattr(self, name) for name in objective.setting_names()})
-
-    def vocabulary_size(self) -> int | None:
-        """The size of the vocabulary to train on the corpus, or None when there is one."""
-        if self.tokenizer is not None or self.init_from is not None:
-            return None
-        recipe = self.recipe()
-        return self.vocab_size or (recipe.vocab_size if recipe is not None else None)
-
-    def shape(self) -> str | None:
-        """The preset of a new model; None for `model_config` and `init_from`."""
-        if self.model_config is not None or self.init_from is not None:
-            return None
-        recipe = self.recipe()
-        return self.model_size or (recipe.model_size if recipe else DEFAULT_MODEL_SIZE)
-
-    def planned(self, plan: BudgetPlan) -> PretrainRun:
-        """This run with the budget recipe of `plan`."""
-        if self.budget is None:
-            raise ValueError("only a run with a budget has a plan")
-        return dataclasses.replace(self, plan=plan)
-
-    def pretrain_dropout(self) -> float | None:
-        """The dropout while pre-training; None keeps the model's own."""
-        recipe = self.recipe()
-        if self.dropout is None and recipe is not None and self.init_from is None:
-            return recipe.dropout
-        return self.dropout
-
-    def position_initialization(self) -> str:
-        recipe = self.recipe()
-        return self.position_init or (recipe.position_init if recipe else "normal")
-
-    def final_dropout(self) -> float | None:
-        """The dropout to write into the final model's config.json, or None to leave it."""
-        if self.finetune_dropout is not None:
-            return self.finetune_dropout
-        return FINETUNE_DROPOUT if self.budget is not None and self.dropout is None else None
-
-    def describe(self) -> str:
-        """One line: what the run trains, e.g. "BERT-mini, 8,000-piece vocabulary ..."."""
-        data, loop = self.data_config(), self.loop_config()
-        if self.shape():
-            shape = f"BERT-{self.shape()}"
-        elif isinstance(self.model_config, BertConfig):
-            config = self.model_config
-            shape = f"{config.num_hidden_layers} x {config.hidden_size} model"
-        else:
-            shape = "model as given"
-        size = self.vocabulary_size()
-        vocabulary = (
-            f"{size:,}-piece vocabulary trained on the corpus" if size else "tokenizer as given"
+def _data_config(run: PretrainRun, recipe: BudgetRecipe | None, chosen) -> PretrainDataConfig:
+    values = {name: chosen(name) for name in _DATA_FIELDS if hasattr(run, name)}
+    values = {name: value for name, value in values.items() if value is not None}
+    objective = values.get("objective", PretrainDataConfig.objective)
+    if run.pack_sequences is None:  # the recipe packs, but NSP needs sentence pairs
+        values["pack_sequences"] = bool(recipe and recipe.pack_sequences) and (
+            not objective_data(objective).is_pair
         )
-        dropout = self.pretrain_dropout()
-        objective = self.objective_entry().describe(data, self.objective_settings())
-        return (
-            f"{shape}, {vocabulary}, {objective}, "
-            f"{'packed ' if data.pack_sequences else ''}sequences of {data.max_seq_length}, "
-            f"batch {loop.batch_size}, {loop.schedule} to {loop.learning_rate:g}, dropout "
-            f"{'as the model' if dropout is None else f'{dropout:g}'}"
-        )
+    if run.max_predictions_per_seq is None:
+        length = values.get("max_seq_length", PretrainDataConfig.max_seq_length)
+        rate = values.get("mlm_probability", PretrainDataConfig.mlm_probability)
+        values["max_predictions_per_seq"] = math.ceil(length * rate)
+    return PretrainDataConfig(**values)
+
+
+def _loop_config(run: PretrainRun, chosen) -> PretrainConfig:
+    values = {name: chosen(name) for name in _LOOP_FIELDS if hasattr(run, name)}
+    values = {name: value for name, value in values.items() if value is not None}
+    if run.budget is not None:
+        values["max_time"] = run.budget
+    if run.num_workers is None and torch.cuda.is_available():
+        values["num_workers"] = gpu_data_workers()
+    return PretrainConfig(**values)
+
+
+def _describe(
+    run: PretrainRun,
+    data: PretrainDataConfig,
+    loop: PretrainConfig,
+    objective: str,
+    shape: str | None,
+    vocabulary_size: int | None,
+    dropout: float | None,
+) -> str:
+    """One line: what the run trains, e.g. "BERT-mini, 8,000-piece vocabulary ..."."""
+    if shape:
+        model = f"BERT-{shape}"
+    elif isinstance(run.model_config, BertConfig):
+        config = run.model_config
+        model = f"{config.num_hidden_layers} x {config.hidden_size} model"
+    else:
+        model = "model as given"
+    vocabulary = (
+        f"{vocabulary_size:,}-piece vocabulary trained on the corpus"
+        if vocabulary_size
+        else "tokenizer as given"
+    )
+    return (
+        f"{model}, {vocabulary}, {objective}, "
+        f"{'packed ' if data.pack_sequences else ''}sequences of {data.max_seq_length}, "
+        f"batch {loop.batch_size}, {loop.schedule} to {loop.learning_rate:g}, dropout "
+        f"{'as the model' if dropout is None else f'{dropout:g}'}"
+    )

@@ -15,6 +15,7 @@ before the corpus is read where they can be.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import itertools
 import logging
@@ -32,7 +33,7 @@ from bertlab.core.atomic import (
     remove_temporaries,
     run_lock,
 )
-from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.config import BertConfig
 from bertlab.core.corpus_sources import open_corpus
 from bertlab.core.model_card import write_model_card
 from bertlab.core.outputs import check_outputs
@@ -62,13 +63,12 @@ from bertlab.training.budget_plan import (
     save_plan,
 )
 from bertlab.training.finetune import FINETUNE_OUTPUTS
-from bertlab.training.objectives import objective_of
 from bertlab.training.pretrain_card import pretraining_card
 from bertlab.training.pretrain_data import held_out_split, training_stream
 from bertlab.training.pretrain_loop import FINAL_DIR, PretrainResult, pretrain
 from bertlab.training.pretrain_memory import check_length, check_memory
 from bertlab.training.pretrain_options import CORPUS_CACHE_DIR, TOKENIZER_DIR
-from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretrain_run import PretrainRun, ResolvedRun
 from bertlab.training.pretrain_stats import near_chance_warning, plateau_warning, unigram_plateau
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def run_pretraining(
     out = Path(run.out)
     if out.exists() and not out.is_dir():
         raise ValueError(Worded("{out} {path} exists and is not a directory", path=out))
-    open_corpus(run.corpus, run.corpus_reading())  # bad files named before anything is written
+    open_corpus(run.corpus, run.resolved.reading)  # bad files named before anything is written
     config = None if isinstance(run.model_config, BertConfig) else run.model_config
     reads = {"corpus": run.corpus, "tokenizer": run.tokenizer, "init_from": run.init_from}
     # nothing it reads is written over, and nothing is kept in the cache, which is rebuilt whole
@@ -112,7 +112,7 @@ def run_pretraining(
         if context.is_main:
             _check_out(out, run.resume)
         try:
-            return _run(run, out, context, show_progress, say)
+            return _run(run.resolved, out, context, show_progress, say)
         except WriteError as error:
             error.hint = _how_to_go_on(out, error)
             raise
@@ -136,7 +136,7 @@ def _how_to_go_on(out: Path, error: WriteError | None = None) -> Worded:
 
 
 def _run(
-    run: PretrainRun,
+    run: ResolvedRun,
     out: Path,
     context: DistributedContext,
     show_progress: bool,
@@ -144,47 +144,44 @@ def _run(
 ) -> PretrainResult:
     say = say if context.is_main else _quiet
     show_progress = show_progress and context.is_main
+    choices = run.choices
     _check_shared_out(out, context)
-    data_config, loop_config = run.data_config(), run.loop_config()
-    _check_fits(run, data_config, loop_config)  # before a vocabulary is trained on the corpus
+    _check_fits(run)  # before a vocabulary is trained on the corpus
     tokenizer = _tokenizer(run, out, context, show_progress, say)
-    cache = _cache(run)
-    files, reading = run.corpus, run.corpus_reading()
-    whole_word = data_config.do_whole_word_mask
-    if run.resume:  # a resume with other settings is refused before its corpus cache is built
-        _check_resumable(run, out, tokenizer, context)
-    _model_config(run, tokenizer, data_config)  # a tokenizer that does not fit, refused here
+    cache = _cache(choices)
+    files, lang = choices.corpus, choices.lang
+    whole_word = run.data.do_whole_word_mask
+    model_config = _model_config(run, tokenizer)  # a tokenizer that does not fit, refused here
+    if choices.resume:  # a resume with other settings is refused before its corpus cache is built
+        _check_resumable(run, model_config, out, tokenizer, context)
     if context.is_main:
         corpus = build_corpus(
-            files, tokenizer, cache, run.lang, show_progress, whole_word, reading=reading
+            files, tokenizer, cache, lang, show_progress, whole_word, reading=run.reading
         )
     barrier(context)
     if not context.is_main:
-        corpus = build_corpus(files, tokenizer, cache, run.lang, False, whole_word, reading=reading)
-    report = preflight_report(corpus, tokenizer, data_config.objective, data_config.max_seq_length)
+        corpus = build_corpus(files, tokenizer, cache, lang, False, whole_word, reading=run.reading)
+    report = preflight_report(corpus, tokenizer, run.data.objective, run.data.max_seq_length)
     for line in report.summary():
         say(line)
-    check_objective(report, data_config.objective)
-    warning = _no_held_out_warning(corpus.num_documents, loop_config.eval_examples)
+    check_objective(report, run.data.objective)
+    warning = _no_held_out_warning(corpus.num_documents, run.loop.eval_examples)
     if warning is not None and say == logger.info:  # the default `say`: logged as a warning
         logger.warning(warning)
     elif warning is not None:
         say(f"warning: {warning}")  # with the pre-flight report's warnings
-    if run.budget is not None:
-        if run.plan is None:
-            run = run.planned(_plan(run, out, corpus, tokenizer, context))
-        data_config, loop_config = run.data_config(), run.loop_config()
-        say(f"budget recipe for {run.budget / 60:g} min: {run.describe()}")
+    if choices.budget is not None:
+        plan = _plan(run, model_config, out, corpus, tokenizer, context)
+        run, model_config = _with_plan(run, model_config, plan, tokenizer)
+        say(f"budget recipe for {choices.budget / 60:g} min: {run.description}")
         for line in run.plan.lines():
             say(f"  {line}")
-    model_config = _model_config(run, tokenizer, data_config)
+    data_config, loop_config = run.data, run.loop
     check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
     set_seed(loop_config.seed)
-    objective, settings = run.objective_entry(), run.objective_settings()
-    model = objective.build_model(model_config, settings, run.init_from)
-    if run.init_from is None:
-        position_init = run.position_initialization()
-        init_positions(model.bert.embeddings, position_init, model_config.initializer_range)
+    model = run.objective.build_model(model_config, run.settings, choices.init_from)
+    if choices.init_from is None:
+        init_positions(model.bert.embeddings, run.position_init, model_config.initializer_range)
     num_parameters = sum(p.numel() for p in model.parameters())
     say(
         f"model: {num_parameters / 1e6:.1f}M parameters, {model_config.num_hidden_layers} layers, "
@@ -193,7 +190,15 @@ def _run(
         f"{context.world_size} process(es)"
     )
     result = pretrain(
-        model, tokenizer, corpus, data_config, loop_config, out, context, run.resume, show_progress
+        model,
+        tokenizer,
+        corpus,
+        data_config,
+        loop_config,
+        out,
+        context,
+        choices.resume,
+        show_progress,
     )
     progress = result.progress
     say(
@@ -219,7 +224,7 @@ def _run(
         logger.warning(warning)
         if say != logger.info:  # the default `say` would log it a second time
             say(warning)
-    dropout = run.final_dropout()
+    dropout = run.final_dropout
     if dropout is not None and context.is_main and result.final_dir is not None:
         restore_finetune_dropout(result.final_dir, dropout)
         say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
@@ -228,11 +233,12 @@ def _run(
             run, corpus.meta, report, model_config, num_parameters, result, context.world_size
         )
         write_model_card(result.final_dir, card)
-    return result
+    return dataclasses.replace(result, recipe=run.description)
 
 
 def _plan(
-    run: PretrainRun,
+    run: ResolvedRun,
+    model_config: BertConfig,
     out: Path,
     corpus: TokenizedCorpus,
     tokenizer: Tokenizer,
@@ -241,15 +247,15 @@ def _plan(
     """The budget's plan for this machine: OUT's (a resumed run keeps its choices), else made
     here (by every process, each measuring its own device) and saved to OUT/budget_plan.json.
     The main process's plan is every process's: none reads the others' files to decide."""
-    saved = _saved_plan(run, out, tokenizer, context) if context.is_main else None
+    saved = _saved_plan(run, model_config, out, context) if context.is_main else None
     saved = from_main(None if saved is None else saved.to_json(), context)
     if saved is not None:
         return BudgetPlan.from_json(saved)
-    loop = run.loop_config()
     special = SpecialIds.from_vocab(tokenizer.get_vocab())
-    spec = training_stream(corpus, special, tokenizer.vocab_size, run.data_config(), loop)
-    size = _planned_size(run, tokenizer)
-    plan = plan_budget(run.budget, context.device(), size, spec, loop.precision, context)
+    spec = training_stream(corpus, special, tokenizer.vocab_size, run.data, run.loop)
+    size = _planned_size(run, model_config)
+    budget, precision = run.choices.budget, run.loop.precision
+    plan = plan_budget(budget, context.device(), size, spec, precision, context)
     plan = BudgetPlan.from_json(from_main(plan.to_json(), context))
     if context.is_main:
         save_plan(out, plan)
@@ -257,39 +263,52 @@ def _plan(
 
 
 def _saved_plan(
-    run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
+    run: ResolvedRun, model_config: BertConfig, out: Path, context: DistributedContext
 ) -> BudgetPlan | None:
     """OUT/budget_plan.json's plan for this run on this machine, if there is one."""
     device = context.device()
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    size = _planned_size(run, tokenizer)
-    return load_plan(out, run.budget, size, device_name, context.world_size)
+    size = _planned_size(run, model_config)
+    return load_plan(out, run.choices.budget, size, device_name, context.world_size)
 
 
-def _planned_size(run: PretrainRun, tokenizer: Tokenizer) -> str | None:
+def _planned_size(run: ResolvedRun, model_config: BertConfig) -> str | None:
     """The size a budget plans: a model given as a folder or config is its nearest preset."""
-    size = run.model_size
-    if size is None and (run.init_from is not None or run.model_config is not None):
-        size = nearest_preset(_model_config(run, tokenizer, run.data_config()))
+    size = run.choices.model_size
+    if size is None and (run.choices.init_from is not None or run.choices.model_config is not None):
+        size = nearest_preset(model_config)
     return size
 
 
+def _with_plan(
+    run: ResolvedRun, model_config: BertConfig, plan: BudgetPlan, tokenizer: Tokenizer
+) -> tuple[ResolvedRun, BertConfig]:
+    """The run with `plan`, and its model's config: built again only where the plan brings
+    another recipe (on an accelerator)."""
+    planned = run.planned(plan)
+    if planned.recipe == run.recipe:
+        return planned, model_config
+    return planned, _model_config(planned, tokenizer)
+
+
 def _check_resumable(
-    run: PretrainRun, out: Path, tokenizer: Tokenizer, context: DistributedContext
+    run: ResolvedRun,
+    model_config: BertConfig,
+    out: Path,
+    tokenizer: Tokenizer,
+    context: DistributedContext,
 ) -> None:
     """Refuse a resume with other settings (`checkpointing.check_resumable`) from what is known
     before the corpus is read. A budget run without a saved plan is left to the loop's own
     check."""
-    if run.budget is not None and run.plan is None:
-        plan = _saved_plan(run, out, tokenizer, context)
+    if run.choices.budget is not None:
+        plan = _saved_plan(run, model_config, out, context)
         if plan is None:
-            _check_same_budget(run, out, tokenizer)
+            _check_same_budget(run, model_config, out)
             return
-        run = run.planned(plan)
-    data_config, loop_config = run.data_config(), run.loop_config()
-    model_config = _model_config(run, tokenizer, data_config)
+        run, model_config = _with_plan(run, model_config, plan, tokenizer)
     checkpointing.check_resumable(
-        out, checkpointing.setup_key(data_config, loop_config, context, model_config)
+        out, checkpointing.setup_key(run.data, run.loop, context, model_config)
     )
 
 
@@ -328,15 +347,15 @@ def _no_held_out_warning(num_documents: int, eval_examples: int) -> str | None:
     )
 
 
-def _check_same_budget(run: PretrainRun, out: Path, tokenizer: Tokenizer) -> None:
+def _check_same_budget(run: ResolvedRun, model_config: BertConfig, out: Path) -> None:
     """Refuse a resume with another budget or model size than OUT's plan, before the corpus is
     read and the plan made again (and saved over OUT's)."""
     saved = read_plan(out)
     if saved is None:
         return
     for key, was, now in (
-        ("budget", f"{saved.budget:g} s", f"{run.budget:g} s"),
-        ("model size", repr(saved.model_size), repr(_planned_size(run, tokenizer))),
+        ("budget", f"{saved.budget:g} s", f"{run.choices.budget:g} s"),
+        ("model size", repr(saved.model_size), repr(_planned_size(run, model_config))),
     ):
         if was != now:
             raise ValueError(
@@ -389,7 +408,7 @@ def _check_out(out: Path, resume: bool) -> None:
 
 
 def _tokenizer(
-    run: PretrainRun,
+    run: ResolvedRun,
     out: Path,
     context: DistributedContext,
     show_progress: bool,
@@ -397,20 +416,21 @@ def _tokenizer(
 ) -> Tokenizer:
     """The run's tokenizer: given, the `init_from` model's, or trained on the corpus into
     OUT/tokenizer (once: a resumed run finds it there)."""
-    path = run.tokenizer if run.tokenizer is not None else run.init_from
+    choices = run.choices
+    path = choices.tokenizer if choices.tokenizer is not None else choices.init_from
     if path is not None:
         return Tokenizer.from_pretrained(path)
     directory = out / TOKENIZER_DIR
     if context.is_main and not (directory / "vocab.txt").is_file():
-        size = run.vocabulary_size()
-        lang = sniff_lang(open_corpus(run.corpus, run.corpus_reading())[0], run.lang)
-        recipe = run.recipe() or BudgetRecipe()
+        size = run.vocabulary_size
+        lang = sniff_lang(open_corpus(choices.corpus, run.reading)[0], choices.lang)
+        recipe = run.recipe or BudgetRecipe()
         config = TokenizerTrainingConfig(
             vocab_size=size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
         )
         say(f"training a vocabulary of {size:,} pieces on the corpus ({lang})")
         tokenizer, report = train_tokenizer(
-            run.corpus, config, show_progress=show_progress, reading=run.corpus_reading()
+            choices.corpus, config, show_progress=show_progress, reading=run.reading
         )
         for line in report.summary():
             say(f"  {line}")
@@ -420,9 +440,7 @@ def _tokenizer(
     return Tokenizer.from_pretrained(directory)
 
 
-def _model_config(
-    run: PretrainRun, tokenizer: Tokenizer, data_config: PretrainDataConfig
-) -> BertConfig:
+def _model_config(run: ResolvedRun, tokenizer: Tokenizer) -> BertConfig:
     """The architecture: the `init_from` model's, `model_config`, or the preset's for the
     tokenizer's vocabulary; causal for `clm`; with the pre-training dropout."""
     config = _architecture(run, tokenizer)
@@ -432,39 +450,39 @@ def _model_config(
             f"{config.vocab_size}; use the model's own tokenizer (or a config with "
             f"vocab_size {tokenizer.vocab_size})"
         )
-    check_length(config, data_config)
-    config = objective_of(data_config).model_config(config)
-    dropout = run.pretrain_dropout()
-    if dropout is not None:
-        config = config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    check_length(config, run.data)
+    config = run.objective.model_config(config)
+    if run.dropout is not None:
+        config = config.replace(
+            hidden_dropout_prob=run.dropout, attention_probs_dropout_prob=run.dropout
+        )
     return config
 
 
-def _architecture(run: PretrainRun, tokenizer: Tokenizer | None = None) -> BertConfig:
+def _architecture(run: ResolvedRun, tokenizer: Tokenizer | None = None) -> BertConfig:
     """The model as given: the `init_from` model's config, `model_config`, or the preset at the
     tokenizer's vocabulary size (None: before the tokenizer is known, the size to train, else
     the preset's default)."""
-    if run.init_from is not None:
-        return BertConfig.from_json_file(hub.resolve(run.init_from) / "config.json")
-    if isinstance(run.model_config, BertConfig):
-        return run.model_config
-    if run.model_config is not None:
-        return BertConfig.from_json_file(run.model_config)
+    choices = run.choices
+    if choices.init_from is not None:
+        return BertConfig.from_json_file(hub.resolve(choices.init_from) / "config.json")
+    if isinstance(choices.model_config, BertConfig):
+        return choices.model_config
+    if choices.model_config is not None:
+        return BertConfig.from_json_file(choices.model_config)
     if tokenizer is None:
-        size = run.vocabulary_size()
-        return BertConfig.from_preset(run.shape(), **({"vocab_size": size} if size else {}))
+        size = run.vocabulary_size
+        return BertConfig.from_preset(run.shape, **({"vocab_size": size} if size else {}))
     return BertConfig.from_preset(
-        run.shape(), vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
+        run.shape, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
     )
 
 
-def _check_fits(
-    run: PretrainRun, data_config: PretrainDataConfig, loop_config: PretrainConfig
-) -> None:
+def _check_fits(run: ResolvedRun) -> None:
     """Refuse, before the tokenizer and the corpus, sequences longer than the model's positions
     and a batch beyond this machine's memory (a budget's batch is planned on the corpus, later;
     the preset's vocabulary of 30,522 stands for a given tokenizer's here)."""
     config = _architecture(run)
-    check_length(config, data_config)
-    if run.budget is None:
-        check_memory(config, loop_config.micro_batch_size, data_config.max_seq_length)
+    check_length(config, run.data)
+    if run.choices.budget is None:
+        check_memory(config, run.loop.micro_batch_size, run.data.max_seq_length)

@@ -24,22 +24,22 @@ def _run(*argv: str):
 def test_budget_fills_the_recipe_and_explicit_flags_win() -> None:
     recipe = budget_recipe(3600)
     run = _run("--budget", "1h", "--max-seq-length", "64")
-    data, loop = run.data_config(), run.loop_config()
-    assert run.recipe() == recipe
+    data, loop = run.resolved.data, run.resolved.loop
+    assert run.resolved.recipe == recipe
     assert loop.max_time == 3600 and loop.max_steps is None
     assert data.max_seq_length == 64  # given: kept
     assert (data.objective, data.mlm_probability) == (recipe.objective, recipe.mlm_probability)
     assert data.max_predictions_per_seq == 26  # ceil(64 * 0.4)
     assert data.pack_sequences
     assert (loop.learning_rate, loop.schedule) == (recipe.learning_rate, recipe.schedule)
-    assert (loop.batch_size, run.pretrain_dropout()) == (recipe.batch_size, recipe.dropout)
-    assert run.shape() == recipe.model_size == "mini"  # the recipe's own shape for an hour
-    assert run.vocabulary_size() == recipe.vocab_size
-    assert run.position_initialization() == recipe.position_init == "sinusoidal"
-    assert _run("--budget", "1h", "--position-init", "normal").position_initialization() == "normal"
+    assert (loop.batch_size, run.resolved.dropout) == (recipe.batch_size, recipe.dropout)
+    assert run.resolved.shape == recipe.model_size == "mini"  # the recipe's own shape for an hour
+    assert run.resolved.vocabulary_size == recipe.vocab_size
+    assert run.resolved.position_init == recipe.position_init == "sinusoidal"
+    assert _run("--budget", "1h", "--position-init", "normal").resolved.position_init == "normal"
     run = _run("--budget", "1h", "--model-size", "tiny", "--learning-rate", "2e-3")
-    assert (run.shape(), run.loop_config().learning_rate) == ("tiny", 2e-3)
-    assert not _run("--budget", "1h", "--objective", "mlm+nsp").data_config().pack_sequences
+    assert (run.resolved.shape, run.resolved.loop.learning_rate) == ("tiny", 2e-3)
+    assert not _run("--budget", "1h", "--objective", "mlm+nsp").resolved.data.pack_sequences
 
 
 def test_the_shape_and_its_peak_rate_follow_the_budget() -> None:
@@ -56,16 +56,16 @@ def test_the_shape_and_its_peak_rate_follow_the_budget() -> None:
 
 def test_without_budget_the_configs_defaults_apply() -> None:
     run = _run("--max-steps", "10", "--tokenizer", "vocab.txt")
-    data, loop = run.data_config(), run.loop_config()
-    assert run.recipe() is None
+    data, loop = run.resolved.data, run.resolved.loop
+    assert run.resolved.recipe is None
     assert loop.learning_rate == PretrainConfig.learning_rate
     assert data.objective == PretrainDataConfig.objective
     assert data.max_seq_length == PretrainDataConfig.max_seq_length
     assert data.max_predictions_per_seq == 20  # ceil(128 * 0.15), Google's flag
-    assert run.shape() == "mini"
-    assert run.pretrain_dropout() is None  # the config's own dropout
-    assert run.final_dropout() is None  # the config.json is left as trained
-    assert run.position_initialization() == "normal"  # BERT's initialization
+    assert run.resolved.shape == "mini"
+    assert run.resolved.dropout is None  # the config's own dropout
+    assert run.resolved.final_dropout is None  # the config.json is left as trained
+    assert run.resolved.position_init == "normal"  # BERT's initialization
 
 
 def test_a_new_model_starts_from_sinusoidal_positions_when_asked(pretrain_files, tmp_path):
@@ -92,7 +92,7 @@ def test_position_init_is_refused_with_init_from() -> None:
         _run("--max-steps", "1", "--init-from", "m", "--position-init", "sinusoidal")
     # the recipe's own choice is no request: --budget with --init-from still runs
     run = _run("--budget", "1h", "--init-from", "m")
-    assert run.shape() is None and run.pretrain_dropout() is None  # the model's own
+    assert run.resolved.shape is None and run.resolved.dropout is None  # the model's own
 
 
 def test_a_shape_is_given_once() -> None:

@@ -287,11 +287,11 @@ def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> Non
     run = chosen.pretrain_run()
     assert (run.model_size, run.learning_rate, run.budget) == ("mini", 1e-3, 3600)
     assert run.tokenizer == vocab and run.out == tmp_path / "pretrain"
-    assert run.loop_config().learning_rate == 1e-3
+    assert run.resolved.loop.learning_rate == 1e-3
     # Left unset, the budget recipe fills them (`bertlab pretrain --budget`).
     run = TransferConfig(tmp_path, tmp_path).pretrain_run()
     assert (run.model_size, run.learning_rate, run.tokenizer) == (None, None, None)
-    assert (run.shape(), run.loop_config().learning_rate) == ("mini", 1e-3)
+    assert (run.resolved.shape, run.resolved.loop.learning_rate) == ("mini", 1e-3)
 
 
 def test_the_masking_rate_reaches_pretraining_and_the_settings(tmp_path) -> None:
@@ -384,7 +384,7 @@ def test_arms_put_corpora_side_by_side_and_are_refused_when_inconsistent(tmp_pat
     continued = config.pretrain_run(arm="continued")
     assert continued.init_from == tmp_path / "o" / "pretrain" / "final"
     assert continued.corpus == tuple(config.in_domain_files())
-    assert (continued.budget, continued.pretrain_dropout(), continued.final_dropout()) == (
+    assert (continued.budget, continued.resolved.dropout, continued.resolved.final_dropout) == (
         1200.0,
         0.0,
         0.1,

@@ -6,14 +6,21 @@ import argparse
 import dataclasses
 import math
 import re
+import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import build_parser, main
-from bertlab.core.config import PRETRAIN_SCHEDULES, BertConfig
+from bertlab.core.config import (
+    PRETRAIN_SCHEDULES,
+    BertConfig,
+    PretrainConfig,
+    PretrainDataConfig,
+)
 
 
 def _pretrain_parser() -> argparse.ArgumentParser:
@@ -29,8 +36,7 @@ def test_every_pretrain_flag_is_a_field_of_the_run_and_back() -> None:
     # --threads is the process's (set once by cli.main for every command), not the run's.
     process_flags = {"help", "no_progress", "threads"}
     flags = {action.dest for action in _pretrain_parser()._actions} - process_flags
-    # plan is what run_pretraining measured on the machine (`budget_plan`), never given by hand.
-    fields = {field.name for field in dataclasses.fields(PretrainRun)} - {"plan"}
+    fields = {field.name for field in dataclasses.fields(PretrainRun)}
     assert flags == fields
 
 
@@ -58,7 +64,7 @@ def test_the_schedule_flag_offers_the_tables_schedules(tmp_path, capsys) -> None
 def test_the_recipe_line_says_masking_only_for_the_masked_objectives(tmp_path) -> None:
     def line(objective: str) -> str:
         run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=600, objective=objective)
-        return run.describe()
+        return run.resolved.description
 
     assert "mlm at 40% masking" in line("mlm")
     assert "clm (next-token prediction, no masking)" in line("clm")
@@ -81,6 +87,53 @@ def test_the_command_and_the_library_train_the_same_model(pretrain_files, tmp_pa
     by_api = load_file(result.final_dir / "model.safetensors")
     assert by_cli.keys() == by_api.keys()
     assert all(torch.equal(by_cli[key], by_api[key]) for key in by_cli)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [("--max-steps", "3", "--model-size", "tiny"), ("--budget", "2s")],
+    ids=["steps", "budget"],
+)
+def test_the_run_is_resolved_once_from_the_command_to_the_first_step(
+    pretrain_files, tmp_path, monkeypatch, how
+) -> None:
+    """`bertlab pretrain` builds the run's data and loop configs once on its way to the first
+    step, and a resume once more (its own command): a budget's plan on the CPU is the recipe
+    already resolved."""
+    built = {PretrainDataConfig: 0, PretrainConfig: 0}
+    at_first_step: list[dict] = []
+    for config in built:
+        checks = config.__post_init__
+
+        def counted(self, checks=checks) -> None:
+            built[type(self)] += 1
+            checks(self)
+
+        monkeypatch.setattr(config, "__post_init__", counted)
+
+    def first_step(optimizer, args, kwargs) -> None:
+        if not at_first_step:
+            at_first_step.append(dict(built))
+
+    vocab, corpus = pretrain_files
+    argv = ["pretrain", "--corpus", str(corpus), "--tokenizer", str(vocab), "--no-progress"]
+    argv += [*how, "--max-seq-length", "32", "--eval-examples", "8", "--checkpoint-every", "1"]
+    argv += ["--out", str(tmp_path)]
+    hook = register_optimizer_step_pre_hook(first_step)
+    try:
+        assert main(argv) == 0
+        assert at_first_step == [{PretrainDataConfig: 1, PretrainConfig: 1}]
+        assert built == {PretrainDataConfig: 1, PretrainConfig: 1}  # nor after it
+        # the run as if killed before its last step: its last checkpoint and final/ gone
+        shutil.rmtree(sorted((tmp_path / "checkpoints").glob("step-*"))[-1])
+        shutil.rmtree(tmp_path / "final")
+        at_first_step.clear()
+        assert main([*argv, "--resume"]) == 0  # a budget's plan read from OUT
+    finally:
+        hook.remove()
+    assert built == {PretrainDataConfig: 2, PretrainConfig: 2}
+    if how[0] == "--max-steps":
+        assert at_first_step == [{PretrainDataConfig: 2, PretrainConfig: 2}]
 
 
 def test_a_model_config_object_and_the_dropout_handed_to_fine_tuning(pretrain_files, tmp_path):
@@ -238,7 +291,7 @@ def test_a_run_below_the_minimum_tokens_is_not_judged(pretrain_files, tmp_path) 
         max_seq_length=32, eval_examples=16, num_workers=0, max_steps=2, learning_rate=1e-9,
     )  # fmt: skip
     result = run_pretraining(run, show_progress=False, say=lines.append)
-    assert result.progress.tokens < run.loop_config().plateau_min_tokens  # 5M by default
+    assert result.progress.tokens < run.resolved.loop.plateau_min_tokens  # 5M by default
     assert not any("unigram plateau" in line for line in lines)
     assert _eval_records(tmp_path / "run")[-1]["on_plateau"] is False
 

@@ -49,7 +49,7 @@ def test_the_rows_decide_which_objectives_pre_train(tmp_path):
     runs = {
         objective: config.pretrain_run(objective, None, False) for objective in config.objectives()
     }
-    assert {run.data_config().objective for run in runs.values()} == {"mlm+nsp", "mlm", "clm"}
+    assert {run.resolved.data.objective for run in runs.values()} == {"mlm+nsp", "mlm", "clm"}
     assert len({(run.budget, run.tokenizer, run.corpus_cache) for run in runs.values()}) == 1
     sizes = {task.name: task.max_train_examples for task in config.selected_tasks()}
     assert sizes == {"sst2": 8000, "mrpc": None, "conll2003": 5000, "squad": 2000}

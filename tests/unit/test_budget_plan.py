@@ -108,18 +108,31 @@ def test_every_shape_has_an_accelerator_recipe_that_keeps_the_cpu_recipes_other_
 
 def test_a_planned_run_trains_with_the_plans_recipe(tmp_path) -> None:
     run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=300)
-    assert run.shape() == "tiny" and run.loop_config().batch_size == 32
+    assert run.resolved.shape == "tiny" and run.resolved.loop.batch_size == 32
     plan = BudgetPlan(300, None, "NVIDIA H200", accelerator_recipe("mini"))
-    planned = run.planned(plan)
-    loop, data = planned.loop_config(), planned.data_config()
-    assert planned.shape() == "mini"
+    planned = run.resolved.planned(plan)
+    loop, data = planned.loop, planned.data
+    assert planned.shape == "mini" and planned.plan == plan and planned.recipe == plan.recipe
     assert (loop.batch_size, loop.learning_rate, loop.max_time) == (128, 2e-3, 300)
     assert data.mlm_probability == 0.4 and data.pack_sequences
     # a flag given explicitly still wins over the plan
-    explicit = dataclasses.replace(planned, batch_size=64, learning_rate=1e-4)
-    assert (explicit.loop_config().batch_size, explicit.loop_config().learning_rate) == (64, 1e-4)
+    explicit = dataclasses.replace(run, batch_size=64, learning_rate=1e-4).resolved.planned(plan)
+    assert (explicit.loop.batch_size, explicit.loop.learning_rate) == (64, 1e-4)
     with pytest.raises(ValueError, match="budget"):
-        PretrainRun(corpus=["c.txt"], out=tmp_path, max_steps=3, vocab_size=100).planned(plan)
+        PretrainRun(corpus=["c.txt"], out=tmp_path, max_steps=3, vocab_size=100).resolved.planned(
+            plan
+        )
+
+
+def test_a_cpu_plan_keeps_the_resolved_run(tmp_path) -> None:
+    """On a CPU the plan is the measured recipe, with the user's shape: the run resolved when it
+    was made is kept, its configs not built again."""
+    for size in (None, "mini"):
+        run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=300, model_size=size)
+        plan = plan_budget(300, torch.device("cpu"), size)
+        planned = run.resolved.planned(plan)
+        assert planned.plan == plan
+        assert planned.data is run.resolved.data and planned.loop is run.resolved.loop
 
 
 def test_the_plan_is_kept_for_the_same_budget_size_and_device_only(tmp_path) -> None:
@@ -226,7 +239,7 @@ def test_measuring_times_real_steps_and_the_data_worker(pretrain_files, tmp_path
     spec = StreamSpec(
         corpus.directory,
         (0, corpus.num_documents),
-        run.data_config(),
+        run.resolved.data,
         SpecialIds.from_vocab(tokenizer.get_vocab()),
         tokenizer.vocab_size,
         0,
@@ -244,14 +257,18 @@ def test_measuring_times_real_steps_and_the_data_worker(pretrain_files, tmp_path
 
 def test_a_run_on_a_gpu_takes_more_data_workers_unless_told(monkeypatch) -> None:
     """One worker on the CPU, as before; on a GPU up to 4 of its share of the cores, one left to
-    its training process; a number given is kept."""
-    run = PretrainRun(corpus=("corpus.txt",), out="out", max_steps=10, vocab_size=100)
+    its training process; a number given is kept. The run resolves its workers when it is
+    made."""
+
+    def workers(**given) -> int:
+        run = PretrainRun(corpus=("corpus.txt",), out="out", max_steps=10, vocab_size=100, **given)
+        return run.resolved.loop.num_workers
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert run.loop_config().num_workers == 1
+    assert workers() == 1
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    for cores, gpus, workers in ((16, 1, 4), (4, 1, 3), (2, 1, 1), (16, 8, 1), (64, 8, 4)):
+    for cores, gpus, expected in ((16, 1, 4), (4, 1, 3), (2, 1, 1), (16, 8, 1), (64, 8, 4)):
         monkeypatch.setattr(pretrain_run.os, "cpu_count", lambda cores=cores: cores)
         monkeypatch.setattr(torch.cuda, "device_count", lambda gpus=gpus: gpus)
-        assert run.loop_config().num_workers == workers, (cores, gpus)
-    told = dataclasses.replace(run, num_workers=0)
-    assert told.loop_config().num_workers == 0
+        assert workers() == expected, (cores, gpus)
+    assert workers(num_workers=0) == 0

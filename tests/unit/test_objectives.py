@@ -176,13 +176,13 @@ def test_the_entry_tells_the_truth_about_the_data_the_model_and_the_statistics(
 
 def test_an_objectives_own_settings_are_refused_for_the_others(tmp_path) -> None:
     run = PretrainRun(corpus=["c.txt"], out=tmp_path, budget=600, objective="electra")
-    assert run.objective_settings() == ElectraConfig()
+    assert run.resolved.settings == ElectraConfig()
     tuned = dataclasses.replace(run, rtd_weight=20.0)
-    assert tuned.objective_settings() == ElectraConfig(rtd_weight=20.0)
-    assert "weight 20" in tuned.describe()
+    assert tuned.resolved.settings == ElectraConfig(rtd_weight=20.0)
+    assert "weight 20" in tuned.resolved.description
     with pytest.raises(ValueError, match="rtd_weight apply to objective electra only"):
         PretrainRun(corpus=["c.txt"], out=tmp_path, budget=600, objective="mlm", rtd_weight=20.0)
-    assert dataclasses.replace(run, objective="mlm").objective_settings() is None
+    assert dataclasses.replace(run, objective="mlm").resolved.settings is None
 
 
 def _save_notes(model: torch.nn.Module, directory: Path) -> None:
