@@ -43,7 +43,7 @@ from bertlab.network.bert import BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.training.optim import build_optimizer
-from bertlab.training.pretrain_loop import pretrain
+from bertlab.training.pretraining.loop import pretrain
 
 CORPUS_GZ = REPO_ROOT.parent / "shared/data/corpus_en/enwiki_sample_2021.txt.gz"
 SIZE = "mini"

@@ -175,8 +175,8 @@ def _finetune_one(data: Path, work: Path, final: Path, column: str, seed: int, a
     from bertlab.core.finetune_config import FinetuneConfig
     from bertlab.data.tasks.splits import subsample
     from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training.budget import FINETUNE_DROPOUT
-    from bertlab.training.finetune import TaskData
+    from bertlab.training.finetuning.finetune import TaskData
+    from bertlab.training.pretraining.budget import FINETUNE_DROPOUT
 
     row = next(row for row in ROWS["en"] if row.name == "sst2")
     task, data_split, test = task_splits(data, row)

@@ -235,8 +235,8 @@ def run_hf(args: argparse.Namespace) -> dict:
 
 
 def run_bertlab(args: argparse.Namespace) -> dict:
-    from bertlab.training.pretrain_run import PretrainRun
-    from bertlab.training.pretraining import run_pretraining
+    from bertlab.training.pretraining.run import PretrainRun
+    from bertlab.training.pretraining.runner import run_pretraining
 
     clock = StepClock(args.warmup, args.profile)
     run = PretrainRun(

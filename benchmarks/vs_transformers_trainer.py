@@ -396,9 +396,9 @@ def bertlab_pretrain(args: argparse.Namespace) -> None:
     import bertlab
     from bertlab.data.corpus import build_corpus
     from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training.checkpointing import list_checkpoints, load_state
-    from bertlab.training.pretrain_run import PretrainRun
-    from bertlab.training.pretraining import run_pretraining
+    from bertlab.training.pretraining.checkpointing import list_checkpoints, load_state
+    from bertlab.training.pretraining.run import PretrainRun
+    from bertlab.training.pretraining.runner import run_pretraining
 
     use_vocab(args.vocab)
     out = Path(args.out)

@@ -23,9 +23,9 @@ _PUBLIC = {
     "BertForQuestionAnswering": "bertlab.network.heads",
     "BertForMultipleChoice": "bertlab.network.heads",
     "Tokenizer": "bertlab.tokenizer.wordpiece",
-    "PretrainRun": "bertlab.training.pretrain_run",
-    "PretrainResult": "bertlab.training.pretrain_loop",
-    "run_pretraining": "bertlab.training.pretraining",
+    "PretrainRun": "bertlab.training.pretraining.run",
+    "PretrainResult": "bertlab.training.pretraining.loop",
+    "run_pretraining": "bertlab.training.pretraining.runner",
     "load": "bertlab.use.pretrained",
     "PretrainedBert": "bertlab.use.pretrained",
 }
@@ -40,9 +40,9 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
         BertForTokenClassification,
     )
     from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training.pretrain_loop import PretrainResult
-    from bertlab.training.pretrain_run import PretrainRun
-    from bertlab.training.pretraining import run_pretraining
+    from bertlab.training.pretraining.loop import PretrainResult
+    from bertlab.training.pretraining.run import PretrainRun
+    from bertlab.training.pretraining.runner import run_pretraining
     from bertlab.use.pretrained import PretrainedBert, load
 
 __all__ = [

@@ -33,7 +33,7 @@ def _run_arm(arm: str, args: list[str]) -> None:
 
     from bertlab.cli import main
     from bertlab.network.bert import BertForPreTraining
-    from bertlab.training import pretrain_loop
+    from bertlab.training.pretraining import loop as pretrain_loop
 
     if arm == "search":
         pretrain_loop._frozen = lambda model, modules: contextlib.nullcontext()

@@ -35,11 +35,11 @@ from bertlab.data.corpus import build_corpus
 from bertlab.task_families import make_task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import budget_recipe
-from bertlab.training.finetune import read_task_data
-from bertlab.training.pretrain_run import PretrainRun
-from bertlab.training.pretraining import run_pretraining
-from bertlab.training.word_vectors import WordVectorConfig, train_word_vectors
+from bertlab.training.finetuning.finetune import read_task_data
+from bertlab.training.pretraining.budget import budget_recipe
+from bertlab.training.pretraining.run import PretrainRun
+from bertlab.training.pretraining.runner import run_pretraining
+from bertlab.training.word2vec.vectors import WordVectorConfig, train_word_vectors
 
 SLICES = {
     "en": ("sst2", DATA_DIR / "sst2_train.tsv", DATA_DIR / "sst2_test.tsv", 64),

@@ -27,9 +27,9 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretrain_data import EVAL_SEED_OFFSET, held_out_split
-from bertlab.training.pretrain_loop import FINAL_DIR
-from bertlab.training.pretrain_stats import evaluate
+from bertlab.training.pretraining.data import EVAL_SEED_OFFSET, held_out_split
+from bertlab.training.pretraining.loop import FINAL_DIR
+from bertlab.training.pretraining.stats import evaluate
 
 
 def _parse() -> argparse.Namespace:

@@ -32,7 +32,7 @@ from bertlab.apps.flows import finetune_and_test, random_twin
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import BudgetRecipe
+from bertlab.training.pretraining.budget import BudgetRecipe
 
 
 def _parse() -> argparse.Namespace:

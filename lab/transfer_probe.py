@@ -30,7 +30,7 @@ from bertlab.apps.flows import summary
 from bertlab.apps.transfer_config import TransferConfig
 from bertlab.apps.transfer_data import task_splits
 from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE, ROWS
-from bertlab.training.budget import FINETUNE_DROPOUT
+from bertlab.training.pretraining.budget import FINETUNE_DROPOUT
 
 
 def _parse() -> argparse.Namespace:

@@ -21,7 +21,7 @@ import torch
 from bertlab.core.config import BertConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training import pretrain_loop
+from bertlab.training.pretraining import loop as pretrain_loop
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -431,7 +431,7 @@ def serve_models(tmp_path_factory, task_vocab) -> dict[str, Path]:
     from bertlab.network.bert import BertForPreTraining
     from bertlab.task_families import make_task
     from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training.finetune import write_task_model
+    from bertlab.training.finetuning.finetune import write_task_model
 
     root = tmp_path_factory.mktemp("serve_models")
     tokenizer = Tokenizer.from_pretrained(task_vocab)

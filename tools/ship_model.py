@@ -26,9 +26,9 @@ from bertlab.core.atomic import atomic_directory
 from bertlab.core.hub import SHIPPED_DIR, SHIPPED_PREFIX
 from bertlab.core.model_card import CARD_NAME
 from bertlab.core.shipped import CHECKPOINT_MINUTES, SHARED_DATA, SHIPPED_MODELS, ShippedModel
-from bertlab.training.checkpointing import latest_checkpoint
-from bertlab.training.pretrain_run import PretrainRun
-from bertlab.training.pretraining import run_pretraining
+from bertlab.training.pretraining.checkpointing import latest_checkpoint
+from bertlab.training.pretraining.run import PretrainRun
+from bertlab.training.pretraining.runner import run_pretraining
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = Path("runs/models")

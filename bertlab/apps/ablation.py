@@ -87,14 +87,14 @@ from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import budget_recipe
-from bertlab.training.checkpointing import latest_checkpoint
-from bertlab.training.finetune import TaskData
+from bertlab.training.finetuning.finetune import TaskData
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
-from bertlab.training.pretrain_data import held_out_split
-from bertlab.training.pretrain_loop import FINAL_DIR
-from bertlab.training.pretraining import run_pretraining
-from bertlab.training.word_vectors import (
+from bertlab.training.pretraining.budget import budget_recipe
+from bertlab.training.pretraining.checkpointing import latest_checkpoint
+from bertlab.training.pretraining.data import held_out_split
+from bertlab.training.pretraining.loop import FINAL_DIR
+from bertlab.training.pretraining.runner import run_pretraining
+from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,
     load_vectors,
 )

@@ -16,8 +16,8 @@ from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_rows import CORPORA
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.network.feature_head_config import FeatureHeadConfig
-from bertlab.training.budget import budget_recipe
-from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretraining.budget import budget_recipe
+from bertlab.training.pretraining.run import PretrainRun
 
 LANG = "en"  # the tasks of Tables 5 and 7 are English
 DEFAULT_BUDGET_MINUTES = 10.0  # per objective: three objectives pre-train for 30 minutes in all

@@ -70,13 +70,13 @@ from bertlab.core.replacing import claim, outputs_in, replacing, restore_replace
 from bertlab.data.corpus import build_corpus
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import budget_recipe
-from bertlab.training.budget_plan import PLAN_FILE
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
-from bertlab.training.pretrain_data import held_out_split
-from bertlab.training.pretrain_run import PretrainRun
-from bertlab.training.pretraining import run_pretraining
-from bertlab.training.word_vectors import WordVectorConfig, train_word_vectors
+from bertlab.training.pretraining.budget import budget_recipe
+from bertlab.training.pretraining.budget_plan import PLAN_FILE
+from bertlab.training.pretraining.data import held_out_split
+from bertlab.training.pretraining.run import PretrainRun
+from bertlab.training.pretraining.runner import run_pretraining
+from bertlab.training.word2vec.vectors import WordVectorConfig, train_word_vectors
 from bertlab.use.inspection import (
     attention_maps,
     fill_mask,

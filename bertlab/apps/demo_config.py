@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.training.budget import BudgetRecipe
+from bertlab.training.pretraining.budget import BudgetRecipe
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "demo_data"
 DEFAULT_OUT = Path("runs") / "demo"
@@ -37,7 +37,7 @@ BASELINES = {
 class DemoRecipe:
     """What the demo runs on and with, for one language.
 
-    Pre-training follows the budget recipe for the demo's minutes (`bertlab.training.budget`:
+    Pre-training follows the budget recipe for the demo's minutes (`training/pretraining/budget.py`:
     packed masked LM at its masking rate, sinusoidal positions, no dropout, one-cycle at its peak
     rate); the shape is BERT-Tiny's (Turc et al. 2019), the recipe's below half an hour.
     `shipped_model` is fine-tuned beside it unless `--model` names another.

@@ -32,7 +32,7 @@ from bertlab.apps.flows import (
 from bertlab.core.atomic import atomic_file, write_text
 from bertlab.core.hub import SHIPPED_PREFIX
 from bertlab.training.metrics_log import METRICS_FILE, plot_curves, read_metrics
-from bertlab.training.pretrain_stats import PLATEAU_MARGIN, unigram_plateau
+from bertlab.training.pretraining.stats import PLATEAU_MARGIN, unigram_plateau
 
 FIGURE_DPI = 110
 COLORS = {

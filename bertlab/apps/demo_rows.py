@@ -31,8 +31,8 @@ from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.core.shipped import shipped_model
 from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import BudgetRecipe
-from bertlab.training.finetune import TaskData, read_task_data
+from bertlab.training.finetuning.finetune import TaskData, read_task_data
+from bertlab.training.pretraining.budget import BudgetRecipe
 
 
 def model_config(recipe: DemoRecipe, tokenizer: Tokenizer, dropout: float) -> BertConfig:

@@ -37,10 +37,10 @@ from bertlab.core.wording import Worded
 from bertlab.network.bert import BertModel
 from bertlab.task_families import Task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import init_positions
-from bertlab.training.finetune import RESULT_FILE, ModelSource, TaskData, finetune_task
-from bertlab.training.one_class import LIKELY_CAUSES, OneClassCollapse
-from bertlab.training.word_vectors import (
+from bertlab.training.finetuning.finetune import RESULT_FILE, ModelSource, TaskData, finetune_task
+from bertlab.training.finetuning.one_class import LIKELY_CAUSES, OneClassCollapse
+from bertlab.training.pretraining.budget import init_positions
+from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,
     WordVectorConfig,
     save_vectors,
@@ -191,7 +191,7 @@ def random_twin(
 
     It starts where pre-training started (`position_init` included), so a pre-trained model and
     its twin differ by the pre-training alone. With `word_vectors` (keyed by piece id), the
-    embedding matrix starts from them instead (`bertlab.training.word_vectors.warm_start`): the
+    embedding matrix starts from them instead (`bertlab.training.word2vec.vectors.warm_start`): the
     word-vector warm start, pre-trained embeddings under a random encoder. Written anew each time
     (in milliseconds).
     """

@@ -61,7 +61,7 @@ from bertlab.apps.transfer_rows import (
     TEST_FRACTION,
 )
 from bertlab.task_families import Task
-from bertlab.training.finetune import TaskData
+from bertlab.training.finetuning.finetune import TaskData
 
 
 def strategies_settings(config: StrategiesConfig) -> dict[str, Any]:

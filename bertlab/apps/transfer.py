@@ -74,13 +74,21 @@ from bertlab.data.corpus import build_corpus
 from bertlab.network.electra import ElectraForPreTraining
 from bertlab.task_families import Task
 from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer
-from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe, restore_finetune_dropout
-from bertlab.training.checkpointing import latest_checkpoint, list_checkpoints, load_state
-from bertlab.training.finetune import TaskData
+from bertlab.training.finetuning.finetune import TaskData
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
-from bertlab.training.pretrain_loop import FINAL_DIR
-from bertlab.training.pretraining import run_pretraining
-from bertlab.training.word_vectors import (
+from bertlab.training.pretraining.budget import (
+    FINETUNE_DROPOUT,
+    budget_recipe,
+    restore_finetune_dropout,
+)
+from bertlab.training.pretraining.checkpointing import (
+    latest_checkpoint,
+    list_checkpoints,
+    load_state,
+)
+from bertlab.training.pretraining.loop import FINAL_DIR
+from bertlab.training.pretraining.runner import run_pretraining
+from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,
     load_vectors,
 )

@@ -21,9 +21,9 @@ from bertlab.apps.transfer_rows import (
     ROWS,
 )
 from bertlab.core.config import PRESETS, check_training_time
-from bertlab.training.budget import FINETUNE_DROPOUT, budget_recipe
-from bertlab.training.pretrain_loop import FINAL_DIR
-from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretraining.budget import FINETUNE_DROPOUT, budget_recipe
+from bertlab.training.pretraining.loop import FINAL_DIR
+from bertlab.training.pretraining.run import PretrainRun
 
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked

@@ -20,7 +20,7 @@ from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks import TaggedSentence
 from bertlab.data.tasks.splits import holdout_split, phrase_roots, sentence_split, subsample
 from bertlab.task_families import Task, make_task
-from bertlab.training.finetune import TaskData
+from bertlab.training.finetuning.finetune import TaskData
 
 MAX_DEV_EXAMPLES = 2000  # beyond this, a dev split only costs time
 TASK_TEXT_GROUP = 16  # examples per document of the task text (1 with next-sentence prediction)

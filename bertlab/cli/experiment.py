@@ -71,7 +71,7 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
         TRANSFER_TASK_TEXT_REPEATS,
     )
     from bertlab.core.config import PRESETS
-    from bertlab.training.budget import (
+    from bertlab.training.pretraining.budget import (
         LARGER_MODEL,
         LARGER_MODEL_LEARNING_RATE,
         LARGER_MODEL_MINUTES,

@@ -20,7 +20,7 @@ DETAIL_LOGGERS = ("bertlab.network.checkpoint",)
 ONCE_PER_RUN_LOGGERS = ("bertlab.network.checkpoint", "bertlab.data.tasks.encoding")
 # The demo fine-tunes some twenty runs and prints a line for each: their own progress (the
 # examples read, each epoch's loss) is detail for -v there (`hide_run_progress`).
-RUN_PROGRESS_LOGGERS = ("bertlab.training.finetune", "bertlab.training.finetune_loop")
+RUN_PROGRESS_LOGGERS = ("bertlab.training.finetuning.finetune", "bertlab.training.finetuning.loop")
 # gensim's records of each step of a training, as dictionaries: only with -vv.
 DEBUG_ONLY_LOGGERS = ("gensim.utils",)
 

@@ -16,7 +16,7 @@ DEFAULT_VECTOR_SIZE = 100  # word2vec's (Mikolov et al. 2013; gensim's default)
 
 
 def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.training.word_vector_options import METHODS, WORD_LANGS, WORD_MIN_COUNT
+    from bertlab.training.word2vec.options import METHODS, WORD_LANGS, WORD_MIN_COUNT
     from bertlab.use.neighbour_options import DEFAULT_LAYER, DEFAULT_TOP_K, MAX_OCCURRENCES
 
     parser = subparsers.add_parser(
@@ -116,7 +116,7 @@ def run_word2vec(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertlab.core.outputs import check_outputs
-    from bertlab.training.word_vectors import (
+    from bertlab.training.word2vec.vectors import (
         WordVectorConfig,
         analogy,
         load_vectors,

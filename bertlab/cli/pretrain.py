@@ -1,6 +1,6 @@
 """`bertlab pretrain`: a corpus and a tokenizer in, a pre-trained BERT out (`OUT/final/`).
 
-The flags are the fields of `bertlab.training.pretrain_run.PretrainRun` (same names); this module
+The flags are the fields of `bertlab.training.pretraining.run.PretrainRun` (same names); this module
 only parses them into one and calls `run_pretraining`. The same command runs under `torchrun
 --nproc_per_node N` (DistributedDataParallel: gloo on the CPU, NCCL on GPUs); torchrun's RANK,
 WORLD_SIZE and LOCAL_RANK are read here.
@@ -54,8 +54,8 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.core.config import PRESETS
-    from bertlab.training.budget import POSITION_INITS, BudgetRecipe
-    from bertlab.training.pretrain_options import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
+    from bertlab.training.pretraining.budget import POSITION_INITS, BudgetRecipe
+    from bertlab.training.pretraining.options import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
 
     group = parser.add_argument_group("corpus, vocabulary and model")
     add = group.add_argument
@@ -129,7 +129,7 @@ def _add_objective_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_length_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.training.budget import LARGER_MODEL, LARGER_MODEL_MINUTES, BudgetRecipe
+    from bertlab.training.pretraining.budget import LARGER_MODEL, LARGER_MODEL_MINUTES, BudgetRecipe
 
     group = parser.add_argument_group("how long (one of the three)")
     budget = group.add_mutually_exclusive_group(required=True)
@@ -244,7 +244,7 @@ def _add_machine_flags(parser: argparse.ArgumentParser) -> None:
 
 def pretrain_run(args: argparse.Namespace):
     """The `PretrainRun` of the flags (each flag's destination is the field of its name)."""
-    from bertlab.training.pretrain_run import PretrainRun
+    from bertlab.training.pretraining.run import PretrainRun
 
     fields = [f.name for f in dataclasses.fields(PretrainRun)]
     return PretrainRun(**{name: getattr(args, name) for name in fields})
@@ -252,7 +252,7 @@ def pretrain_run(args: argparse.Namespace):
 
 def run_pretrain(args: argparse.Namespace) -> int:
     from bertlab.core.runtime import DistributedContext, distributed
-    from bertlab.training.pretraining import run_pretraining
+    from bertlab.training.pretraining.runner import run_pretraining
 
     run = pretrain_run(args)
     context = DistributedContext(

@@ -135,7 +135,7 @@ def default_epochs(task: str) -> int:
 
 def model_source(args: argparse.Namespace):
     from bertlab.core.hub import resolve
-    from bertlab.training.finetune import ModelSource
+    from bertlab.training.finetuning.finetune import ModelSource
 
     if args.from_scratch == (args.model is not None):
         raise CommandError("give --model DIR, or --from-scratch --model-size SIZE --tokenizer PATH")

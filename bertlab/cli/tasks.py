@@ -1,6 +1,7 @@
 """`bertlab finetune|evaluate|predict|score`: BERT's second stage on named tasks and users' data.
 
-Each handler builds the config dataclasses from the flags and calls `bertlab.training.finetune` /
+Each handler builds the config dataclasses from the flags and calls
+`bertlab.training.finetuning.finetune` /
 `bertlab.task_families`: each training flag's destination is the `FinetuneConfig` field of its name
 and each input flag's the `TaskDataConfig` field (`--epochs` is `num_train_epochs`,
 `--freeze-encoder` `do_freeze_encoder`; `bertlab.cli.task_configs` copies them generically). The
@@ -381,7 +382,7 @@ def _add_column_flags(parser: argparse.ArgumentParser) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     """Check every input, then train; print the result (or the seeds summary) as JSON."""
     from bertlab.core.outputs import check_outputs
-    from bertlab.training.finetune import read_task_data, run_finetuning
+    from bertlab.training.finetuning.finetune import read_task_data, run_finetuning
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():

@@ -273,7 +273,7 @@ class BertConfig:
 @dataclass(frozen=True)
 class ObjectiveData:
     """What the pre-training data of one objective holds: the data layer's half of the
-    objective's entry (`bertlab.training.objectives.OBJECTIVES` holds the rest: its model, loss,
+    objective's entry (`training.pretraining.objectives.OBJECTIVES` holds the rest: its model, loss,
     statistics, final save and model card). It lives here because `data/` may not import
     `training/`."""
 

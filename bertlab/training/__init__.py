@@ -1,13 +1,14 @@
-"""Training, by what it trains:
+"""Training, one folder for what each part trains, with what they share beside them:
 
-- pre-training: the run (`pretrain_run.PretrainRun`, what `bertlab pretrain` may choose in
-  `pretrain_options`), its entry `pretraining.run_pretraining`, the loop (`pretrain_loop`), its
-  data (`pretrain_data`), schedules (`pretrain_schedules`), statistics (`pretrain_stats`),
-  objectives (`objectives`), model card (`pretrain_card`) and memory checks (`pretrain_memory`),
-  the budget recipe and its plan for the machine (`budget`, `budget_plan`);
-- fine-tuning: `finetune`, its loop (`finetune_loop`), the check for a run that learned one
-  class (`one_class`);
-- word2vec vectors: `word_vectors` (`word_vector_options`);
-- shared: the optimizer and fine-tuning's schedules (`optim`), checkpoints (`checkpointing`), the
+- `pretraining/`: a pre-training run (`run.PretrainRun`, resolved once into `run.ResolvedRun`;
+  what `bertlab pretrain` may choose in `options`), its entry `runner.run_pretraining`, the loop
+  (`loop`) and its data (`data`), schedules (`schedules`), statistics (`stats`), objectives
+  (`objectives`), checkpoints (`checkpointing`), model card (`card`) and memory checks
+  (`memory`), the budget recipe and its plan for the machine (`budget`, `budget_plan`);
+- `finetuning/`: `finetune`, its loop (`loop`), the check for a run that learned one class
+  (`one_class`);
+- `word2vec/`: static word vectors (`vectors`; `options`, what `bertlab neighbours word2vec` may
+  choose);
+- shared: the optimizer, fine-tuning's schedules and the divergence guard's error (`optim`), the
   metrics log (`metrics_log`).
 """

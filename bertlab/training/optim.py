@@ -11,7 +11,7 @@ Schedules:
   with `state_dict()`. Call `scheduler.step()` after each `optimizer.step()`, as torch expects.
   Fine-tuning may choose it, ULMFiT's `slanted_triangular` or `constant_after_warmup`
   (`finetune_schedule`), all three `LambdaLR`s over optimizer steps.
-- Pre-training's schedules (`bertlab.training.pretrain_schedules`: `BudgetSchedule` over the
+- Pre-training's schedules (`bertlab.training.pretraining.schedules`: `BudgetSchedule` over the
   fraction of a budget used, `StepsSchedule` over `linear_warmup_decay`'s steps) are named in
   one table (`core.config.PRETRAIN_SCHEDULES`) and built by `pretrain_schedule`.
 
@@ -24,6 +24,9 @@ head (everything outside the encoder: a task layer, the pre-training heads). Lay
 top rate times D^(L - l), the embeddings (l = 0) lowest, the pooler and the head at the top rate:
 ULMFiT's discriminative fine-tuning (Howard & Ruder 2018, Sec. 3.2), the layer-wise decay of
 ELECTRA's fine-tuning (Clark et al. 2020) and of Sun et al. 2019, "How to Fine-Tune BERT".
+
+Both loops stop a run whose loss, gradient norm or weights stop being finite with
+`DivergedError`.
 """
 
 from __future__ import annotations
@@ -46,8 +49,13 @@ from bertlab.core.finetune_config import (
 )
 from bertlab.network.bert import BertModel
 
+
 # Google's BERT optimization.py (AdamWeightDecayOptimizer as built by create_optimizer) and the
 # BERT paper, Appendix A.2. The paper gives no ε; 1e-6 is the code's (torch's default is 1e-8).
+class DivergedError(ValueError):
+    """The loss, the gradient norm or a weight became NaN or infinite: the run stops there."""
+
+
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPSILON = 1e-6
 WEIGHT_DECAY = 0.01

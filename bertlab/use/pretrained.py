@@ -49,7 +49,7 @@ from bertlab.network.bert import BertForPreTraining, BertModel
 from bertlab.network.heads import BertForLabels, BertForTask
 from bertlab.task_families import Task, make_task, read_task_file, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetune import (
+from bertlab.training.finetuning.finetune import (
     ModelSource,
     TaskData,
     default_finetune_config,
@@ -57,7 +57,7 @@ from bertlab.training.finetune import (
     warn_about_training_data,
     write_task_model,
 )
-from bertlab.training.finetune_loop import FinetuneResult
+from bertlab.training.finetuning.loop import FinetuneResult
 from bertlab.training.optim import layer_learning_rates
 from bertlab.use.features import PER_TEXT, extract_features
 from bertlab.use.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask

@@ -12,8 +12,8 @@ from bertlab.cli.pretrain import pretrain_run
 from bertlab.core.config import PRESETS, BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.network.bert import BertEmbeddings, BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 from bertlab.training.metrics_log import read_metrics
+from bertlab.training.pretraining.budget import FINETUNE_DROPOUT, BudgetRecipe, budget_recipe
 
 
 def _run(*argv: str):

@@ -21,8 +21,8 @@ import torch
 from safetensors.torch import load_file
 
 from bertlab.core.config import BertConfig
-from bertlab.training import checkpointing
 from bertlab.training.metrics_log import read_metrics
+from bertlab.training.pretraining import checkpointing
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 OBJECTIVES = ("mlm+nsp", "mlm", "clm", "electra")

@@ -26,8 +26,8 @@ from bertlab.core.config import BertConfig
 from bertlab.data.tasks.splits import phrase_roots
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.budget import budget_recipe
-from bertlab.training.checkpointing import list_checkpoints
+from bertlab.training.pretraining.budget import budget_recipe
+from bertlab.training.pretraining.checkpointing import list_checkpoints
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "bertlab" / "demo_data"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.cli import main
-from bertlab.training import checkpointing
+from bertlab.training.pretraining import checkpointing
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -23,8 +23,8 @@ from safetensors.torch import load_file, save_file
 from bertlab.cli import main
 from bertlab.core.config import BertConfig
 from bertlab.network import checkpoint as hf_checkpoint
-from bertlab.training import checkpointing
 from bertlab.training.metrics_log import read_metrics
+from bertlab.training.pretraining import checkpointing
 
 SYNTHETIC_VOCAB_SIZE = 126  # 5 special tokens, 120 words, "."
 
@@ -463,7 +463,7 @@ from bertlab.core import atomic
 from bertlab.network import checkpoint
 from bertlab.tokenizer import wordpiece as tokenization
 from bertlab.cli import main
-from bertlab.training import checkpointing
+from bertlab.training.pretraining import checkpointing
 
 kill_at, moments, writing = int(sys.argv[1]), [], [False]
 
@@ -618,7 +618,7 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(
     pretrain_files, tmp_path, capsys, monkeypatch
 ) -> None:
     """Ctrl-C printed `bertlab: interrupted` only."""
-    from bertlab.training import pretrain_loop
+    from bertlab.training.pretraining import loop as pretrain_loop
 
     step = pretrain_loop._Run._step
 
@@ -643,7 +643,7 @@ def test_ctrl_c_names_the_checkpoint_kept_and_the_resume_command(
 def test_ctrl_c_before_the_first_checkpoint_says_to_start_over(
     pretrain_files, tmp_path, capsys, monkeypatch
 ) -> None:
-    from bertlab.training import pretrain_loop
+    from bertlab.training.pretraining import loop as pretrain_loop
 
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt

@@ -191,8 +191,8 @@ def test_timed_checkpoints_fall_right_after_each_mark_of_training_time(
     # A training clock that reads 1 s later at each call: each step measures 1 s of training.
     import types
 
-    from bertlab.training import pretrain_loop
-    from bertlab.training.checkpointing import list_checkpoints, load_state
+    from bertlab.training.pretraining import loop as pretrain_loop
+    from bertlab.training.pretraining.checkpointing import list_checkpoints, load_state
 
     ticks = iter(range(10**6))
     monkeypatch.setattr(
@@ -299,7 +299,7 @@ def test_a_run_below_the_minimum_tokens_is_not_judged(pretrain_files, tmp_path) 
 def test_a_run_that_leaves_the_unigram_plateau_is_not_warned(
     repetitive_pretrain_files, tmp_path
 ) -> None:
-    from bertlab.training.pretrain_stats import PLATEAU_MARGIN
+    from bertlab.training.pretraining.stats import PLATEAU_MARGIN
 
     vocab, corpus = repetitive_pretrain_files
     config = BertConfig.from_preset("tiny", vocab_size=126, pad_token_id=0).replace(

@@ -42,7 +42,7 @@ from bertlab.network.heads import (
 )
 from bertlab.task_families import make_task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.objectives import OBJECTIVES
+from bertlab.training.pretraining.objectives import OBJECTIVES
 from bertlab.use.feature_options import POOLINGS
 from bertlab.use.inspection import (
     PACKAGED_CJK_FONT,
@@ -212,7 +212,7 @@ def test_classify_equals_the_python_api(base_url, serve_models):
 @pytest.fixture(scope="module")
 def sst2_url(serve_models, start_server, tmp_path_factory) -> str:
     """A server on a random SST-2 head, whose labels "0" and "1" the task names."""
-    from bertlab.training.finetune import write_task_model
+    from bertlab.training.finetuning.finetune import write_task_model
 
     (sentiment,) = load_models([("sentiment", serve_models["sentiment"])])
     task = make_task("sst2")

@@ -28,7 +28,7 @@ from bertlab.apps.serve.server import allowed_hosts, load_models
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.task_families import make_task
-from bertlab.training.finetune import ModelSource, finetune_task, read_task_data
+from bertlab.training.finetuning.finetune import ModelSource, finetune_task, read_task_data
 
 pytestmark = pytest.mark.browser
 

@@ -234,7 +234,7 @@ def test_a_corpus_cache_holding_other_files_is_not_rebuilt_over_them(
 KILLED_WHEN_TRAINING = """
 import os, signal, sys
 from bertlab.cli import main
-from bertlab.training import finetune
+from bertlab.training.finetuning import finetune
 
 def killed(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)

@@ -19,7 +19,7 @@ from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.data.tasks.classification import Example
 from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetune import ModelSource, TaskData, finetune_task
+from bertlab.training.finetuning.finetune import ModelSource, TaskData, finetune_task
 from bertlab.training.metrics_log import METRICS_FILE, read_metrics
 from bertlab.use.features import load_features
 

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 import bertlab.task_families.base as task_families_base
-import bertlab.training.finetune_loop as finetune_loop
+import bertlab.training.finetuning.loop as finetune_loop
 from bertlab.apps.serve import inference
 from bertlab.apps.serve.language_model import score
 from bertlab.apps.serve.models import load_served_model
@@ -38,9 +38,9 @@ from bertlab.core.hub import resolve
 from bertlab.core.runtime import DistributedContext, autocast, distributed, set_seed
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification
-from bertlab.training import pretrain_loop
 from bertlab.training.metrics_log import MetricsLog, read_metrics
-from bertlab.training.objectives import objective_of
+from bertlab.training.pretraining import loop as pretrain_loop
+from bertlab.training.pretraining.objectives import objective_of
 from bertlab.use.language_model import generate
 
 pytestmark = [

@@ -15,8 +15,9 @@ from bertlab.data.corpus import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training import budget_plan, pretrain_run
-from bertlab.training.budget import (
+from bertlab.training.pretraining import budget_plan
+from bertlab.training.pretraining import run as pretrain_run
+from bertlab.training.pretraining.budget import (
     ACCELERATOR_RECIPES,
     ACCELERATOR_SHAPES,
     TOKENS_PER_PARAMETER,
@@ -25,7 +26,7 @@ from bertlab.training.budget import (
     budget_recipe,
     choose_shape,
 )
-from bertlab.training.budget_plan import (
+from bertlab.training.pretraining.budget_plan import (
     BudgetPlan,
     load_plan,
     measured_plan,
@@ -33,7 +34,7 @@ from bertlab.training.budget_plan import (
     plan_budget,
     save_plan,
 )
-from bertlab.training.pretrain_run import PretrainRun
+from bertlab.training.pretraining.run import PretrainRun
 
 MINUTE = 60.0
 

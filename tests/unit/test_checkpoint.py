@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 
 from bertlab.network.bert import BertForPreTraining, BertModel
 from bertlab.network.checkpoint import load_into, normalize_keys
-from bertlab.training.checkpointing import STATE_FILE, load_state
+from bertlab.training.pretraining.checkpointing import STATE_FILE, load_state
 
 
 @pytest.fixture

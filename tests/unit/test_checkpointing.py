@@ -1,5 +1,5 @@
-"""Training checkpoints (`bertlab.training.checkpointing`): complete or absent, whatever moment a
-kill comes (the end-to-end kills are in tests/e2e/test_pretrain_cli.py)."""
+"""Training checkpoints (`training.pretraining.checkpointing`): complete or absent, whatever
+moment a kill comes (the end-to-end kills are in tests/e2e/test_pretrain_cli.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from bertlab.core.atomic import remove_temporaries
-from bertlab.training.checkpointing import CHECKPOINTS_DIR, list_checkpoints, save_checkpoint
+from bertlab.training.pretraining.checkpointing import (
+    CHECKPOINTS_DIR,
+    list_checkpoints,
+    save_checkpoint,
+)
 
 CHECKPOINT_FILES = ["model.safetensors", "training_state.pt", "vocab.txt"]
 

@@ -11,7 +11,7 @@ SCRIPT = """
 import logging, sys
 from bertlab.cli.logs import configure_logging
 configure_logging(int(sys.argv[1]))
-logging.getLogger("bertlab.training.finetune").info("epoch 1: train loss 0.5")
+logging.getLogger("bertlab.training.finetuning.finetune").info("epoch 1: train loss 0.5")
 for _ in range(3):  # each seed loads the model again
     logging.getLogger("bertlab.network.checkpoint").info(
         "newly initialized (not in m): classifier.bias"
@@ -31,10 +31,10 @@ import logging, sys
 from bertlab.cli.logs import configure_logging, hide_run_progress
 configure_logging(int(sys.argv[1]))
 hide_run_progress(int(sys.argv[1]))
-logging.getLogger("bertlab.training.finetune_loop").info("epoch 1: a demo run")
-logging.getLogger("bertlab.training.finetune").warning("a run's warning")
+logging.getLogger("bertlab.training.finetuning.loop").info("epoch 1: a demo run")
+logging.getLogger("bertlab.training.finetuning.finetune").warning("a run's warning")
 configure_logging(int(sys.argv[1]))  # the next command in the same process
-logging.getLogger("bertlab.training.finetune_loop").info("epoch 1: a later command")
+logging.getLogger("bertlab.training.finetuning.loop").info("epoch 1: a later command")
 """
 
 
@@ -68,7 +68,7 @@ def test_the_demo_hides_each_runs_progress_but_not_its_warnings_unless_verbose()
 
 def test_one_v_adds_the_libraries_info_and_a_new_head_once():
     text = logged(1)
-    assert "INFO bertlab.training.finetune: epoch 1: train loss 0.5" in text
+    assert "INFO bertlab.training.finetuning.finetune: epoch 1: train loss 0.5" in text
     assert text.count("classifier.bias") == 1
     assert "EPOCH 0 - PROGRESS" in text and "Application startup complete" in text
     assert "lifecycle" not in text and "debug message" not in text

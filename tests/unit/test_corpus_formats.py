@@ -24,7 +24,7 @@ from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.word_vectors import write_word_corpus
+from bertlab.training.word2vec.vectors import write_word_corpus
 
 PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 REVIEWS_SLICE = PACKAGE / "demo_data" / "imdb_reviews_slice.txt.gz"

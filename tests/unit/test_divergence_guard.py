@@ -13,7 +13,8 @@ import torch
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import set_seed
 from bertlab.network.bert import BertForPreTraining
-from bertlab.training import pretrain_loop
+from bertlab.training.optim import DivergedError
+from bertlab.training.pretraining import loop as pretrain_loop
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,7 +45,7 @@ def _run_into_a_bad_gradient(tiny_pretraining, out: Path) -> tuple[str, BertForP
         num_workers=0,
     )
     data = PretrainDataConfig(max_seq_length=32)
-    with pytest.raises(pretrain_loop.DivergedError) as error:
+    with pytest.raises(DivergedError) as error:
         pretrain_loop.pretrain(model, tokenizer, corpus, data, settings, out, show_progress=False)
     return str(error.value), model, backward_passes
 

@@ -16,7 +16,7 @@ from bertlab.network.electra import (
     replace_tokens,
     sample_tokens,
 )
-from bertlab.training.pretrain_stats import NEAR_CHANCE_AUC, near_chance_warning
+from bertlab.training.pretraining.stats import NEAR_CHANCE_AUC, near_chance_warning
 from bertlab.use.inspection import load_for_fill_mask
 
 CLS, SEP, MASK = 2, 3, 4

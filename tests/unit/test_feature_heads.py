@@ -25,7 +25,7 @@ from bertlab.network.heads import (
 )
 from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
-from bertlab.training.finetune import ModelSource, TaskData, finetune_task
+from bertlab.training.finetuning.finetune import ModelSource, TaskData, finetune_task
 
 WORDS = "the cat sat on mat dog ran paris london is big small".split()
 

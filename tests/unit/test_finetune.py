@@ -15,14 +15,14 @@ from bertlab.data.tasks.squad import Answer, SquadExample
 from bertlab.network.heads import BertForSequenceClassification
 from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
-from bertlab.training.finetune import (
+from bertlab.training.finetuning.finetune import (
     ModelSource,
     TaskData,
     finetune_task,
     read_task_data,
     summarize_seeds,
 )
-from bertlab.training.finetune_loop import (
+from bertlab.training.finetuning.loop import (
     FinetuneLoop,
     FinetuneResult,
     apply_freezing,

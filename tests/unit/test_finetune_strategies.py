@@ -1,6 +1,6 @@
 """Fine-tuning strategies: layer-wise learning rates, ULMFiT's slanted triangular schedule and
 gradual unfreezing, Keras' staged recipe (bertlab.training.optim,
-bertlab.training.finetune_loop)."""
+bertlab.training.finetuning.loop)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.network.bert import BertForPreTraining
 from bertlab.network.heads import BertForSequenceClassification, BertForTokenClassification
-from bertlab.training.finetune_loop import (
+from bertlab.training.finetuning.loop import (
     FinetuneLoop,
     apply_freezing,
     train_task_model,

@@ -12,8 +12,8 @@ from bertlab.core.wording import Worded
 from bertlab.data.tasks.classification import ColumnSpec, read_classification
 from bertlab.network.checkpoint import read_model
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretrain_run import PretrainRun
-from bertlab.training.pretraining import run_pretraining
+from bertlab.training.pretraining.run import PretrainRun
+from bertlab.training.pretraining.runner import run_pretraining
 
 
 def test_a_worded_message_is_in_the_apis_words_and_the_flags_words_on_demand() -> None:

@@ -10,7 +10,7 @@ import torch
 from bertlab.core.text_files import read_lines
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
-from bertlab.training.word_vectors import (
+from bertlab.training.word2vec.vectors import (
     WordVectorConfig,
     nearest_words,
     train_word_level_vectors,

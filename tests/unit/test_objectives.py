@@ -1,6 +1,7 @@
-"""The table of pre-training objectives (`bertlab.training.objectives.OBJECTIVES` and its data
-half, `bertlab.core.config.OBJECTIVE_DATA`): what each entry says, that it says the truth about the
-data, the model and the statistics, and that a new objective is one entry the run follows."""
+"""The table of pre-training objectives (`training.pretraining.objectives.OBJECTIVES` and its
+data half, `bertlab.core.config.OBJECTIVE_DATA`): what each entry says, that it says the truth
+about the data, the model and the statistics, and that a new objective is one entry the run
+follows."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import SpecialIds, create_instances_from_document
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.network.electra import ElectraForPreTraining
-from bertlab.training.objectives import (
+from bertlab.training.pretraining.objectives import (
     FINAL_DIR,
     OBJECTIVES,
     Objective,
@@ -38,9 +39,9 @@ from bertlab.training.objectives import (
     language_model_uses,
     objective_of,
 )
-from bertlab.training.pretrain_run import PretrainRun
-from bertlab.training.pretrain_stats import summarize
-from bertlab.training.pretraining import run_pretraining
+from bertlab.training.pretraining.run import PretrainRun
+from bertlab.training.pretraining.runner import run_pretraining
+from bertlab.training.pretraining.stats import summarize
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,9 +14,14 @@ from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.ner import TaggedSentence
 from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS
-from bertlab.training.finetune import ModelSource, TaskData, finetune_task, summarize_seeds
-from bertlab.training.finetune_loop import FinetuneResult
-from bertlab.training.one_class import OneClassCollapse, one_class_collapse
+from bertlab.training.finetuning.finetune import (
+    ModelSource,
+    TaskData,
+    finetune_task,
+    summarize_seeds,
+)
+from bertlab.training.finetuning.loop import FinetuneResult
+from bertlab.training.finetuning.one_class import OneClassCollapse, one_class_collapse
 
 WORDS = "good great fine bad awful poor movie film the a was is".split()
 WARNING = (
@@ -69,7 +74,7 @@ def test_a_fine_tuning_that_predicts_one_class_warns_and_records_it(tmp_path, ca
     text = "the movie was good"
     train = [Example(text, label="pos")] * 16 + [Example(text, label="neg")] * 8
     dev = [Example(text, label=label) for label in ("pos", "neg", "pos", "pos")]
-    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetuning.finetune"):
         result = _finetune(tmp_path, train, dev, num_train_epochs=4, learning_rate=1e-3)
     assert result.one_class == OneClassCollapse("pos", 0.75)
     assert [record.getMessage() for record in caplog.records] == [WARNING]
@@ -83,7 +88,7 @@ def test_a_fine_tuning_that_learns_the_task_says_nothing(tmp_path, caplog):
         Example(f"the movie was {word}", label="pos" if word in WORDS[:3] else "neg")
         for word in WORDS[:6]
     ] * 4
-    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetuning.finetune"):
         result = _finetune(tmp_path, train, train[:6], num_train_epochs=6, learning_rate=3e-3)
     assert result.best_metrics["accuracy"] == 1.0
     assert result.one_class is None and not caplog.records

@@ -17,7 +17,7 @@ from bertlab.training.optim import (
     linear_warmup_decay,
     parameter_groups,
 )
-from bertlab.training.pretrain_schedules import BudgetSchedule, StepsSchedule, pretrain_schedule
+from bertlab.training.pretraining.schedules import BudgetSchedule, StepsSchedule, pretrain_schedule
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from bertlab.network.bert import IGNORE_INDEX
-from bertlab.training.pretrain_stats import (
+from bertlab.training.pretraining.stats import (
     PLATEAU_MARGIN,
     plateau_warning,
     unigram_accuracy,

@@ -17,7 +17,7 @@ from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.network.bert import BertForPreTraining, BertModel
 from bertlab.network.heads import BertForSequenceClassification
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetune import default_finetune_config
+from bertlab.training.finetuning.finetune import default_finetune_config
 from bertlab.use.inspection import fill_mask
 
 TRAIN = [
@@ -266,21 +266,21 @@ def test_fit_refuses_no_examples_and_missing_labels_in_one_line(hub_cache):
 def test_fit_warns_of_one_class_and_of_texts_without_words_before_it_trains(hub_cache, caplog):
     """Both were trained without a word."""
     config = FinetuneConfig(num_train_epochs=1, batch_size=4)
-    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetuning.finetune"):
         bertlab.load("bert-base-uncased").fit(TEXTS, [1, 1, 1, 1], config=config)
     assert [r.getMessage() for r in caplog.records] == [
         "all 4 training labels are '1': a classifier learns nothing from one class; give "
         "examples of at least two labels"
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetuning.finetune"):
         bertlab.load("bert-base-uncased").fit(["  ", *TEXTS[1:]], INT_LABELS, config=config)
     assert [r.getMessage() for r in caplog.records] == [
         "1 of 4 training examples have no text (empty or whitespace only): they teach the "
         "model nothing; remove them or give their text"
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetuning.finetune"):
         bertlab.load("bert-base-uncased").fit(TEXTS, INT_LABELS, config=config)
     assert not caplog.records
 
@@ -303,7 +303,7 @@ def test_fit_with_out_writes_result_json_and_warns_of_one_class(hub_cache, tmp_p
     # Every text is the same: the model can only predict one class, and fit must say so.
     texts, labels = ["the film was good"] * 24, ["pos"] * 16 + ["neg"] * 8
     dev = (["the film was good"] * 4, ["pos", "neg", "pos", "pos"])
-    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetune"):
+    with caplog.at_level(logging.WARNING, logger="bertlab.training.finetuning.finetune"):
         result = bertlab.load("bert-base-uncased").fit(texts, labels, dev=dev, out=tmp_path / "run")
     assert result.one_class is not None
     assert any("the model learned only one class" in r.getMessage() for r in caplog.records)

@@ -16,8 +16,8 @@ import torch
 from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import set_seed
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining, validate_inputs
-from bertlab.training import pretrain_loop
-from bertlab.training.pretrain_stats import STAT_TOKENS, STATS, batch_stats, detection_stats
+from bertlab.training.pretraining import loop as pretrain_loop
+from bertlab.training.pretraining.stats import STAT_TOKENS, STATS, batch_stats, detection_stats
 
 READS = ("__float__", "__int__", "__bool__", "__index__", "item", "tolist", "cpu", "numpy")
 

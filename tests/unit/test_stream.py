@@ -13,7 +13,7 @@ from bertlab.data.stream import (
     held_out_batches,
 )
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretrain_data import training_batches
+from bertlab.training.pretraining.data import training_batches
 
 
 @pytest.fixture(scope="module", params=["mlm+nsp", "mlm packed"])

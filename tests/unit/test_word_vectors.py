@@ -14,7 +14,7 @@ from bertlab.core.config import BertConfig
 from bertlab.data.corpus import build_corpus
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.word_vectors import (
+from bertlab.training.word2vec.vectors import (
     WordVectorConfig,
     analogy,
     embedding_rows,

@@ -13,7 +13,8 @@ keys):
 | any BERT encoder | `attention` and `embed` |
 
 What a language-model head predicts is declared once, with the model cards' list of uses (each
-objective's `uses` in `training/objectives.py`, read through `objectives.language_model_uses`);
+objective's `uses` in `training/pretraining/objectives.py`, read through
+`objectives.language_model_uses`);
 this module keeps no list of its own.
 
 Weights are read only from safetensors files, which hold tensors and nothing that runs.
@@ -39,7 +40,7 @@ from bertlab.network.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_
 from bertlab.network.heads import BertForLabels, BertForTask
 from bertlab.task_families import ClassificationTask, Task, make_task, read_task_file
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.objectives import language_model_uses
+from bertlab.training.pretraining.objectives import language_model_uses
 from bertlab.use.inspection import MLM_HEAD_KEY, load_encoder, load_with_lm_head
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Planning `--budget` on the machine at hand: on the CPU the measured table of
-`bertlab.training.budget`, on a GPU a plan from what each shape trains per second here.
+`bertlab.training.pretraining.budget`, on a GPU a plan from what each shape trains per second here.
 
 On a GPU the plan times a few real optimizer steps of every shape (bf16 where the loop would use
 it, a real batch of the corpus) and the data worker's batches per second, takes the slower of the
@@ -38,7 +38,8 @@ from bertlab.core.runtime import (
 )
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.network.bert import BertForPreTraining
-from bertlab.training.budget import (
+from bertlab.training.optim import build_optimizer
+from bertlab.training.pretraining.budget import (
     ACCELERATOR_SHAPES,
     TOKENS_PER_PARAMETER,
     BudgetRecipe,
@@ -46,7 +47,6 @@ from bertlab.training.budget import (
     budget_recipe,
     choose_shape,
 )
-from bertlab.training.optim import build_optimizer
 
 PLAN_FILE = "budget_plan.json"  # OUT/budget_plan.json
 WARMUP_STEPS = 2  # untimed: kernel selection, allocator

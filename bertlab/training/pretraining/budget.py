@@ -67,7 +67,7 @@ class BudgetRecipe:
 # --- on an accelerator ----------------------------------------------------------------------------
 # The CPU table above was measured round by round on 2 cores. A GPU computes 50-100 times more in
 # the same minutes, so there the recipe plans from the machine: it measures what each shape can
-# train per second (`bertlab.training.budget_plan`) and takes the largest shape that still reads
+# train per second (`budget_plan`) and takes the largest shape that still reads
 # TOKENS_PER_PARAMETER tokens per parameter in the budget (Hoffmann et al. 2022's compute-optimal
 # ratio), each shape with the settings of ACCELERATOR_RECIPES. docs/budget.md#on-a-gpu gives the
 # measurements behind them.

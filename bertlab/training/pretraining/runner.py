@@ -3,11 +3,11 @@
     result = run_pretraining(PretrainRun(corpus=("reviews.txt",), out="runs/x", budget=3600))
     result.final_dir  # runs/x/final: a BERT in the Hugging Face layout, with its tokenizer
 
-The run (`bertlab.training.pretrain_run.PretrainRun`) goes through, in order: OUT and the
+The run (`bertlab.training.pretraining.run.PretrainRun`) goes through, in order: OUT and the
 corpus checked, the tokenizer (given or trained on the corpus), the tokenized corpus and its
 pre-flight report, the budget's plan for this machine, the model, the loop
-(`bertlab.training.pretrain_loop`), and the model card of OUT/final
-(`bertlab.training.pretrain_card`). Settings that cannot run (a resume from other settings,
+(`bertlab.training.pretraining.loop`), and the model card of OUT/final
+(`bertlab.training.pretraining.card`). Settings that cannot run (a resume from other settings,
 sequences longer than the model's positions, a batch beyond this machine's memory) are refused
 before the corpus is read where they can be.
 """
@@ -51,9 +51,14 @@ from bertlab.data.corpus_encode import sniff_lang
 from bertlab.data.pretraining import SpecialIds
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training import checkpointing
-from bertlab.training.budget import BudgetRecipe, init_positions, restore_finetune_dropout
-from bertlab.training.budget_plan import (
+from bertlab.training.finetuning.finetune import FINETUNE_OUTPUTS
+from bertlab.training.pretraining import checkpointing
+from bertlab.training.pretraining.budget import (
+    BudgetRecipe,
+    init_positions,
+    restore_finetune_dropout,
+)
+from bertlab.training.pretraining.budget_plan import (
     PLAN_FILE,
     BudgetPlan,
     load_plan,
@@ -62,14 +67,13 @@ from bertlab.training.budget_plan import (
     read_plan,
     save_plan,
 )
-from bertlab.training.finetune import FINETUNE_OUTPUTS
-from bertlab.training.pretrain_card import pretraining_card
-from bertlab.training.pretrain_data import held_out_split, training_stream
-from bertlab.training.pretrain_loop import FINAL_DIR, PretrainResult, pretrain
-from bertlab.training.pretrain_memory import check_length, check_memory
-from bertlab.training.pretrain_options import CORPUS_CACHE_DIR, TOKENIZER_DIR
-from bertlab.training.pretrain_run import PretrainRun, ResolvedRun
-from bertlab.training.pretrain_stats import near_chance_warning, plateau_warning, unigram_plateau
+from bertlab.training.pretraining.card import pretraining_card
+from bertlab.training.pretraining.data import held_out_split, training_stream
+from bertlab.training.pretraining.loop import FINAL_DIR, PretrainResult, pretrain
+from bertlab.training.pretraining.memory import check_length, check_memory
+from bertlab.training.pretraining.options import CORPUS_CACHE_DIR, TOKENIZER_DIR
+from bertlab.training.pretraining.run import PretrainRun, ResolvedRun
+from bertlab.training.pretraining.stats import near_chance_warning, plateau_warning, unigram_plateau
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The pre-training loop: resumable exactly, one process or many, for any objective.
 
 What an objective builds, adds to the loss, measures and saves is its entry in
-`bertlab.training.objectives.OBJECTIVES`; the loop calls that entry and never asks which
+`bertlab.training.pretraining.objectives.OBJECTIVES`; the loop calls that entry and never asks which
 objective it runs.
 
 One optimizer step = `gradient_accumulation_steps` micro-batches in every process. The masked-LM
@@ -58,19 +58,19 @@ from bertlab.data.stream import StreamPosition, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
 from bertlab.network.checkpoint import load_into, read_weights
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training import checkpointing
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
-from bertlab.training.objectives import FINAL_DIR as FINAL_DIR  # read from here too
-from bertlab.training.objectives import StepShare, objective_of
-from bertlab.training.optim import build_optimizer
-from bertlab.training.pretrain_data import (
+from bertlab.training.optim import DivergedError, build_optimizer
+from bertlab.training.pretraining import checkpointing
+from bertlab.training.pretraining.data import (
     EVAL_SEED_OFFSET,
     held_out_split,
     training_batches,
     training_stream,
 )
-from bertlab.training.pretrain_schedules import pretrain_schedule
-from bertlab.training.pretrain_stats import (
+from bertlab.training.pretraining.objectives import FINAL_DIR as FINAL_DIR  # read from here too
+from bertlab.training.pretraining.objectives import StepShare, objective_of
+from bertlab.training.pretraining.schedules import pretrain_schedule
+from bertlab.training.pretraining.stats import (
     CURVE_PANELS,
     STAT_TOKENS,
     STATS,
@@ -83,10 +83,6 @@ from bertlab.training.pretrain_stats import (
 logger = logging.getLogger(__name__)
 
 SECONDS_PER_MINUTE = 60.0
-
-
-class DivergedError(ValueError):
-    """The loss, the gradient norm or a weight became NaN or infinite: the run stops there."""
 
 
 @dataclass

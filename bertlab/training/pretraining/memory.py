@@ -1,6 +1,6 @@
 """What a pre-training run's model and batch must fit, checked before anything is trained: the
 sequences within the model's positions, a micro-batch's training memory within the machine's.
-Beside the budget recipe (`bertlab.training.budget`), whose batch is planned on the machine.
+Beside the budget recipe (`budget`), whose batch is planned on the machine.
 """
 
 from __future__ import annotations

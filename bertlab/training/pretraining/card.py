@@ -10,10 +10,10 @@ from typing import Any
 from bertlab.core.config import BertConfig
 from bertlab.core.model_card import ModelCard
 from bertlab.data.preflight import PreflightReport
-from bertlab.training.pretrain_data import held_out_split
-from bertlab.training.pretrain_loop import PretrainResult
-from bertlab.training.pretrain_run import ResolvedRun
-from bertlab.training.pretrain_stats import PLATEAU_DOCS, unigram_plateau
+from bertlab.training.pretraining.data import held_out_split
+from bertlab.training.pretraining.loop import PretrainResult
+from bertlab.training.pretraining.run import ResolvedRun
+from bertlab.training.pretraining.stats import PLATEAU_DOCS, unigram_plateau
 
 
 def pretraining_card(

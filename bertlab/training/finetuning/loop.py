@@ -35,10 +35,14 @@ from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneCo
 from bertlab.core.runtime import autocast, resolve_precision
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.network.heads import BertForTask
+from bertlab.training.finetuning.one_class import OneClassCollapse
 from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
-from bertlab.training.one_class import OneClassCollapse
-from bertlab.training.optim import build_optimizer, finetune_schedule, layer_learning_rates
-from bertlab.training.pretrain_loop import DivergedError
+from bertlab.training.optim import (
+    DivergedError,
+    build_optimizer,
+    finetune_schedule,
+    layer_learning_rates,
+)
 
 logger = logging.getLogger(__name__)
 

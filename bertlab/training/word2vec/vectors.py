@@ -40,7 +40,7 @@ from bertlab.core.optional import require
 from bertlab.data.corpus_format import TokenizedCorpus
 from bertlab.data.text_units import jieba_segmenter
 from bertlab.tokenizer.basic import build_normalizer, build_pre_tokenizer
-from bertlab.training.word_vector_options import METHODS, WORD_LANGS
+from bertlab.training.word2vec.options import METHODS, WORD_LANGS
 
 if TYPE_CHECKING:  # gensim is imported where it is used: pre-training and fine-tuning run without
     from gensim.models import Word2Vec

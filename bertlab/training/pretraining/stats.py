@@ -22,7 +22,7 @@ from bertlab.core.runtime import autocast
 from bertlab.network.bert import IGNORE_INDEX
 
 if TYPE_CHECKING:
-    from bertlab.training.objectives import Objective
+    from bertlab.training.pretraining.objectives import Objective
 
 # A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
 # statistics, summed in the masked-LM slots, are logged under a language model's names.

@@ -1,7 +1,7 @@
 """Fine-tuning a task (BERT Sec. 4): read its data, build its head, train it, write the model.
 
 `finetune_task` reads and checks all the data first (so bad input stops the run before anything
-is written), seeds, builds the head, then trains it with `finetune_loop.train_task_model` (the
+is written), seeds, builds the head, then trains it with `loop.train_task_model` (the
 optimizer, the schedule, the strategies, evaluation after every epoch, early stopping).
 `OUT/metrics.jsonl` and `OUT/curves.png` record the run; `OUT/best/` holds the best model, its
 tokenizer, `bertlab_task.json` in the Hugging Face layout and its model card. `run_finetuning` runs
@@ -37,20 +37,20 @@ from bertlab.data.tasks.splits import holdout_split, subsample
 from bertlab.network.heads import BertForTask
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer, check_fits_vocabulary
-from bertlab.training.checkpointing import CHECKPOINTS_DIR
-from bertlab.training.finetune_loop import (
+from bertlab.training.finetuning.loop import (
     BEST_DIR,
     FinetuneResult,
     apply_freezing,
     train_task_model,
 )
-from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
-from bertlab.training.one_class import (
+from bertlab.training.finetuning.one_class import (
     OneClassCollapse,
     one_class_collapse,
     one_class_training,
 )
-from bertlab.training.pretrain_loop import FINAL_DIR
+from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
+from bertlab.training.pretraining.checkpointing import CHECKPOINTS_DIR
+from bertlab.training.pretraining.loop import FINAL_DIR
 
 logger = logging.getLogger(__name__)
 

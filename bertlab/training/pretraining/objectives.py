@@ -42,7 +42,7 @@ from bertlab.core.config import (
 from bertlab.network.bert import BertForPreTraining, BertPreTrainedModel, PreTrainingOutput
 from bertlab.network.electra import ElectraForPreTraining, ElectraOutput
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretrain_stats import (
+from bertlab.training.pretraining.stats import (
     CAUSAL_NAMES,
     batch_stats,
     detection_scores,
@@ -197,7 +197,7 @@ class Objective:
     def batch_stats(
         self, output: PreTrainingOutput, batch: dict[str, torch.Tensor], count: int
     ) -> torch.Tensor:
-        """One batch's sums in the order of `pretrain_stats.STATS`, then its real tokens."""
+        """One batch's sums in the order of `stats.STATS`, then its real tokens."""
         return batch_stats(output, batch, count)
 
     def detection_scores(
@@ -312,6 +312,6 @@ def objective_of(data_config: PretrainDataConfig) -> Objective:
     if data_config.objective not in OBJECTIVES:
         raise ValueError(
             f"objective {data_config.objective!r} has no entry in "
-            "bertlab.training.objectives.OBJECTIVES (its model, loss and save)"
+            "bertlab.training.pretraining.objectives.OBJECTIVES (its model, loss and save)"
         )
     return OBJECTIVES[data_config.objective]

@@ -1,5 +1,5 @@
 """What `bertlab pretrain` may choose and the folders a run writes, declared without torch so
-that its `--help` shows them fast; `bertlab.training.pretrain_run` reads them.
+that its `--help` shows them fast; `bertlab.training.pretraining.run` reads them.
 """
 
 CORPUS_CACHE_DIR = "corpus"  # OUT/corpus: the tokenized corpus, unless `corpus_cache` says

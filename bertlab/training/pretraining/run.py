@@ -1,10 +1,10 @@
 """A pre-training run described and resolved: `PretrainRun`, what `run_pretraining` trains
-(`bertlab.training.pretraining`), and `ResolvedRun`, every value it trains with.
+(`bertlab.training.pretraining.runner`), and `ResolvedRun`, every value it trains with.
 
 `PretrainRun` describes a whole run: the corpus and the run directory, how long (`budget`,
 `max_steps` or `max_time`), where the tokenizer and the model come from, and every setting of
 the data and the loop. Each field is named like the `bertlab pretrain` flag it comes from, and
-None means "not chosen": the budget recipe's value with a `budget` (`bertlab.training.budget`),
+None means "not chosen": the budget recipe's value with a `budget` (`budget.py` beside),
 otherwise the default of `PretrainDataConfig` / `PretrainConfig`. The CLI parses flags into a
 `PretrainRun`; the demo and the experiments build one directly.
 
@@ -41,10 +41,15 @@ from bertlab.core.config import (
     objective_data,
 )
 from bertlab.core.corpus_sources import CorpusReading
-from bertlab.training.budget import FINETUNE_DROPOUT, POSITION_INITS, BudgetRecipe, budget_recipe
-from bertlab.training.budget_plan import BudgetPlan
-from bertlab.training.objectives import OBJECTIVES, Objective, objective_of
-from bertlab.training.pretrain_options import DEFAULT_MODEL_SIZE, LANGS
+from bertlab.training.pretraining.budget import (
+    FINETUNE_DROPOUT,
+    POSITION_INITS,
+    BudgetRecipe,
+    budget_recipe,
+)
+from bertlab.training.pretraining.budget_plan import BudgetPlan
+from bertlab.training.pretraining.objectives import OBJECTIVES, Objective, objective_of
+from bertlab.training.pretraining.options import DEFAULT_MODEL_SIZE, LANGS
 
 # Fields that the budget recipe fills when they are not chosen, with the recipe's field names.
 _RECIPE_FIELDS = (
@@ -201,12 +206,12 @@ class ResolvedRun:
 
     Attributes:
         choices: the run as the user gave it.
-        plan: the budget's plan for this machine (`bertlab.training.budget_plan`); None before
+        plan: the budget's plan for this machine (`budget_plan`); None before
             it is planned, and without a budget.
         recipe: the budget recipe (the plan's once planned); None without a budget.
         data: the data and objective settings.
         loop: the loop's settings.
-        objective: the objective's entry in `bertlab.training.objectives.OBJECTIVES`.
+        objective: the objective's entry in `bertlab.training.pretraining.objectives.OBJECTIVES`.
         settings: the objective's own settings (ELECTRA's `ElectraConfig`), None for the others.
         reading: how the corpus files are read.
         vocabulary_size: the size of the vocabulary to train on the corpus; None when the

@@ -1,5 +1,5 @@
 """What word2vec training may choose (`bertlab neighbours word2vec`), declared without torch or
-gensim so that its `--help` lists them fast; `bertlab.training.word_vectors` trains.
+gensim so that its `--help` lists them fast; `bertlab.training.word2vec.vectors` trains.
 """
 
 METHODS = {"skip-gram": 1, "cbow": 0}  # gensim's `sg` flag
