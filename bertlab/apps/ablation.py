@@ -49,19 +49,21 @@ from bertlab.apps.ablation_config import (
     FEATURE_TASK,
     FINETUNE_BATCH_SIZE,
     FINETUNE_DIR,
-    FINETUNE_LEARNING_RATE,
     LANG,
-    LTR_BILSTM,
     LTR_BILSTM_HEAD,
-    MLM_NSP,
     OBJECTIVES,
     ROW_LABELS,
-    SCRATCH,
     SHAPES_DIR,
     WORD_VECTOR_TOKENS,
-    WORD_VECTORS,
     WORD_VECTORS_DIR,
     AblationConfig,
+)
+from bertlab.apps.ablation_options import (
+    FINETUNE_LEARNING_RATE,
+    LTR_BILSTM,
+    MLM_NSP,
+    SCRATCH,
+    WORD_VECTORS,
 )
 from bertlab.apps.ablation_report import PLOT_FILE, TABLE_FILE, results_tables, write_results
 from bertlab.apps.flows import (

@@ -1,7 +1,8 @@
-"""What an ablation experiment runs: `AblationConfig`, its rows and columns, its settings.
+"""What an ablation experiment runs: `AblationConfig`, its rows' labels, its settings.
 
-`bertlab experiment ablation` (`bertlab.apps.ablation`) runs it; the report
-(`bertlab.apps.ablation_report`) and the command line name the same rows and columns from here.
+Its defaults, rows and columns are declared without torch in `ablation_options`, so that
+`--help` lists them fast. `bertlab experiment ablation` (`bertlab.apps.ablation`) runs it; the
+report (`bertlab.apps.ablation_report`) and the command line name the same rows and columns.
 """
 
 from __future__ import annotations
@@ -11,6 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.apps.ablation_options import (
+    DEFAULT_BUDGET_MINUTES,
+    DEFAULT_SEEDS,
+    FEATURE_LEARNING_RATE,
+    FINETUNE_LEARNING_RATE,
+    LTR,
+    LTR_BILSTM,
+    MLM,
+    MLM_NSP,
+    ROWS,
+    SCRATCH,
+    TASKS,
+    UNCAPPED_TRAIN_EXAMPLES,
+    WORD_VECTORS,
+)
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
 from bertlab.apps.transfer_rows import CORPORA
@@ -20,9 +36,6 @@ from bertlab.training.pretraining.budget import budget_recipe
 from bertlab.training.pretraining.run import PretrainRun
 
 LANG = "en"  # the tasks of Tables 5 and 7 are English
-DEFAULT_BUDGET_MINUTES = 10.0  # per objective: three objectives pre-train for 30 minutes in all
-FINETUNE_LEARNING_RATE = 5e-4  # experiment transfer's, measured for these model sizes
-FEATURE_LEARNING_RATE = 1e-3  # only the BiLSTM and the task layer learn: Adam's usual rate
 FINETUNE_BATCH_SIZE = 32
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, so that an interrupted run resumes
 EVAL_EVERY_STEPS = 250  # held-out LM evaluations of each pre-training run
@@ -30,16 +43,7 @@ WORD_VECTOR_TOKENS = 10_000_000  # corpus tokens word2vec reads (5 epochs): abou
 TOKENIZER_DIR, CORPUS_DIR, PRETRAIN_DIR = "tokenizer", "corpus", "pretrain"
 WORD_VECTORS_DIR, FINETUNE_DIR, SHAPES_DIR = "word-vectors", "finetune", "shapes"
 
-# The rows of Table 5, in the paper's order, and the two baselines without encoder pre-training.
-MLM_NSP, MLM, LTR, LTR_BILSTM, WORD_VECTORS, SCRATCH = (
-    "mlm+nsp",
-    "mlm",
-    "ltr",
-    "ltr+bilstm",
-    "word-vectors",
-    "no-pretraining",
-)
-ROWS = (MLM_NSP, MLM, LTR, LTR_BILSTM, WORD_VECTORS, SCRATCH)
+# What each of Table 5's rows (`ablation_options.ROWS`) is called in the report.
 ROW_LABELS = {
     MLM_NSP: "BERT (MLM + NSP)",
     MLM: "No NSP (MLM only)",
@@ -72,31 +76,6 @@ FEATURE_LABELS = {
 }
 FEATURE_TASK = "conll2003"  # Table 7's task
 FEATURE_ROW_PREFIX = "features-"  # run folders of the feature-based block: features-last, ...
-
-
-# The columns: Table 5's SST-2, MRPC and SQuAD and Table 7's CoNLL-2003 (MNLI and QNLI are not in
-# the shared data). MRPC is reported as accuracy, as in Table 5. The training parts are capped so
-# that the whole command with 3 seeds runs in under 2 hours on 2 CPU cores: SST-2 at 8,000 of its
-# 48,511 carved sentences, CoNLL-2003 at 5,000 of 10,110 (Table 7's six BiLSTM rows train on it
-# too), SQuAD at 2,000 questions; dev and test parts are whole but SQuAD's.
-TASKS = (
-    GridTask("sst2", "sst2", "accuracy", epochs=1, max_seq_length=64, max_train_examples=8000),
-    GridTask("mrpc", "mrpc", "accuracy", epochs=3, max_seq_length=128),
-    GridTask("conll2003", "conll2003", "f1", epochs=3, max_seq_length=128, max_train_examples=5000),
-    GridTask(
-        "squad",
-        "squad",
-        "f1",
-        epochs=2,
-        max_seq_length=256,
-        max_train_examples=2000,
-        max_dev_examples=300,
-        max_test_examples=1000,
-    ),
-)
-# `uncapped`: the training parts of the notebook's first round (about 2 h 35 min on 2 cores),
-# where the BiLSTM rows had the data to learn from; SQuAD stays a sample of its 87,599 questions.
-UNCAPPED_TRAIN_EXAMPLES = {"sst2": None, "mrpc": None, "conll2003": None, "squad": 3000}
 
 
 # AblationConfig fields that are no settings: where the inputs and OUT are (the task data is
@@ -142,7 +121,7 @@ class AblationConfig:
     data_dir: Path
     out: Path
     budget_minutes: float = DEFAULT_BUDGET_MINUTES
-    seeds: tuple[int, ...] = (1, 2, 3)
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
     tasks: tuple[str, ...] | None = None
     rows: tuple[str, ...] = ROWS
     feature_based: bool = True

@@ -46,13 +46,8 @@ from bertlab.apps.flows import (
 )
 from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
 from bertlab.apps.transfer_config import (
-    CONTINUED,
-    GENERAL,
-    POINTED_ARMS,
-    PRETRAINED_ARMS,
     SCRATCH,
     TASK_TEXT_FILE,
-    WORD_VECTORS,
     TransferConfig,
     arm_point_name,
     experiment_settings,
@@ -63,6 +58,13 @@ from bertlab.apps.transfer_data import (
     task_splits,
     task_text,
     write_task_text,
+)
+from bertlab.apps.transfer_options import (
+    CONTINUED,
+    GENERAL,
+    POINTED_ARMS,
+    PRETRAINED_ARMS,
+    WORD_VECTORS,
 )
 from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
 from bertlab.apps.transfer_rows import DEV_FRACTION, FINETUNE_BATCH_SIZE, TEST_FRACTION

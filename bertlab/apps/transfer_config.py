@@ -1,4 +1,7 @@
-"""What a transfer experiment runs: `TransferConfig`, its columns and arms, its settings.
+"""What a transfer experiment runs: `TransferConfig`, its columns, its settings.
+
+Its defaults, arms and objectives are declared without torch in `transfer_options`, its rows and
+corpora in `transfer_rows`, so that `--help` lists them fast.
 
 `bertlab experiment transfer` (`bertlab.apps.transfer`) runs it; `bertlab experiment compare`
 (`bertlab.apps.transfer_compare`) reads what it left. Both name the same folders and columns
@@ -13,6 +16,23 @@ from typing import Any
 
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
+from bertlab.apps.transfer_options import (
+    ARMS,
+    CONTINUED,
+    DEFAULT_ARMS,
+    DEFAULT_BUDGET_MINUTES,
+    DEFAULT_LANG,
+    DEFAULT_POINTS,
+    DEFAULT_SEEDS,
+    DEFAULT_TASK_TEXT_REPEATS,
+    GENERAL,
+    IN_DOMAIN,
+    MIXED,
+    POINTED_ARMS,
+    PRETRAIN_OBJECTIVES,
+    PRETRAINED_ARMS,
+    WORD_VECTORS,
+)
 from bertlab.apps.transfer_rows import (
     CORPORA,
     FINETUNE_BATCH_SIZE,
@@ -28,20 +48,8 @@ from bertlab.training.pretraining.run import PretrainRun
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
 TASK_TEXT_FILE = "task_text.txt"  # with --task-text: the tasks' unlabeled training text
-PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp", "electra")  # what --pretrain-objective may choose
 EVAL_EVERY_STEPS = 250  # held-out MLM evaluations: a learning curve of a few dozen points
 PRETRAIN_DIR = "pretrain"
-# The columns `arms` may choose, besides scratch (`bertlab.apps.transfer`'s docstring says each).
-GENERAL, IN_DOMAIN, MIXED, CONTINUED, WORD_VECTORS = (
-    "general",
-    "in-domain",
-    "mixed",
-    "continued",
-    "word-vectors",
-)
-ARMS = (GENERAL, IN_DOMAIN, MIXED, CONTINUED, WORD_VECTORS)
-PRETRAINED_ARMS = (GENERAL, IN_DOMAIN, MIXED, CONTINUED)  # in the order they are pre-trained
-POINTED_ARMS = (GENERAL, IN_DOMAIN, MIXED)  # runs of the whole budget, with --points
 
 
 @dataclass(frozen=True)
@@ -50,10 +58,10 @@ class TransferConfig:
 
     data_dir: Path
     out: Path
-    lang: str = "en"
-    budget_minutes: float = 60.0
-    points: tuple[float, ...] = (10.0, 30.0)  # minutes, besides 0 and the whole budget
-    seeds: tuple[int, ...] = (1, 2, 3)
+    lang: str = DEFAULT_LANG
+    budget_minutes: float = DEFAULT_BUDGET_MINUTES
+    points: tuple[float, ...] = DEFAULT_POINTS  # minutes, besides 0 and the whole budget
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
     tasks: tuple[str, ...] | None = None  # names in ROWS[lang]; None: all
     corpus: tuple[str, ...] | None = None  # files; None: CORPORA[lang] under data_dir
     learning_rate: float = FINETUNE_LEARNING_RATE  # fine-tuning
@@ -62,10 +70,10 @@ class TransferConfig:
     tokenizer: Path | None = None  # vocab.txt or tokenizer directory; None: trained on the corpus
     finetune_dropout: float = FINETUNE_DROPOUT  # every model's, pre-trained and from scratch
     # > 0: the text of the tasks' training parts joins the corpus this many times (`task_text`)
-    task_text_repeats: int = 0
+    task_text_repeats: int = DEFAULT_TASK_TEXT_REPEATS
     pretrain_objective: str | None = None  # PRETRAIN_OBJECTIVES; None: the recipe's
     pretrain_mlm_probability: float | None = None  # share of tokens masked; None: the recipe's
-    arms: tuple[str, ...] = (GENERAL,)  # names in ARMS: the columns besides scratch
+    arms: tuple[str, ...] = DEFAULT_ARMS  # names in ARMS: the columns besides scratch
     in_domain_corpus: tuple[str, ...] | None = None  # None: IN_DOMAIN_CORPORA[lang] under data_dir
     continue_minutes: float | None = None  # the continued arm's in-domain minutes; None: budget
 

@@ -12,10 +12,9 @@ from bertlab.apps.ablation_config import (
     FEATURE_LABELS,
     FEATURE_ROWS,
     ROW_LABELS,
-    ROWS,
-    TASKS,
     AblationConfig,
 )
+from bertlab.apps.ablation_options import ROWS, TASKS
 from bertlab.apps.ablation_report import judge, results_tables, write_results
 
 
