@@ -31,7 +31,8 @@ def add_transfer_command(commands: argparse._SubParsersAction) -> None:
         "and OUT/results.json. Running the same command again continues an interrupted run; "
         "one with other settings (OUT/settings.json) is refused.",
     )
-    # The flags show the apps' defaults from `library_constants`: the apps import torch.
+    # The flags show the defaults where they are declared without torch (`transfer_options`,
+    # `transfer_rows`, `budget`): `TransferConfig` itself imports torch.
     _add_transfer_run_flags(transfer)
     _add_transfer_pretrain_flags(transfer)
     _add_transfer_arm_flags(transfer)
@@ -40,8 +41,8 @@ def add_transfer_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.transfer_options import DEFAULT_LANG, DEFAULT_SEEDS
     from bertlab.apps.transfer_rows import ROWS
-    from bertlab.cli.library_constants import TRANSFER_LANG, TRANSFER_SEEDS
 
     english = ", ".join(row.name for row in ROWS["en"])
     chinese = ", ".join(row.name for row in ROWS["zh"])
@@ -54,21 +55,21 @@ def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--out", required=True, help="experiment directory")
     add(
         "--lang",
-        default=TRANSFER_LANG,
+        default=DEFAULT_LANG,
         choices=list(ROWS),
         help="en or zh (default: en)",
     )
     add("--tasks", help=f"comma-separated subset (en: {english}; zh: {chinese}; default: all)")
-    add("--seeds", default=",".join(map(str, TRANSFER_SEEDS)), help="(default: %(default)s)")
+    add("--seeds", default=",".join(map(str, DEFAULT_SEEDS)), help="(default: %(default)s)")
     add("--no-progress", action="store_true", help="hide progress bars")
 
 
 def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import (
+    from bertlab.apps.transfer_options import (
+        DEFAULT_BUDGET_MINUTES,
+        DEFAULT_POINTS,
+        DEFAULT_TASK_TEXT_REPEATS,
         PRETRAIN_OBJECTIVES,
-        TRANSFER_BUDGET_MINUTES,
-        TRANSFER_POINTS,
-        TRANSFER_TASK_TEXT_REPEATS,
     )
     from bertlab.core.config import PRESETS
     from bertlab.training.pretraining.budget import (
@@ -83,13 +84,13 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--budget",
         type=parse_duration,
-        default=TRANSFER_BUDGET_MINUTES * 60,
+        default=DEFAULT_BUDGET_MINUTES * 60,
         help="pre-training time, e.g. 60m (default: 60m)",
     )
     add(
         "--points",
         help="minutes of pre-training to fine-tune from, besides 0 and the budget (default: "
-        f"{','.join(f'{p:g}' for p in TRANSFER_POINTS)} with the general arm alone, else none; "
+        f"{','.join(f'{p:g}' for p in DEFAULT_POINTS)} with the general arm alone, else none; "
         "empty: none)",
     )
     add(
@@ -120,7 +121,7 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--task-text",
         type=int,
-        default=TRANSFER_TASK_TEXT_REPEATS,
+        default=DEFAULT_TASK_TEXT_REPEATS,
         metavar="REPEATS",
         help="add the unlabeled text of the tasks' training parts (never a dev or test "
         "example) to the pre-training corpus, REPEATS times, as OUT/task_text.txt: "
@@ -143,18 +144,18 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import TRANSFER_ARMS, TRANSFER_DEFAULT_ARMS
+    from bertlab.apps.transfer_options import ARMS, DEFAULT_ARMS
 
     group = parser.add_argument_group("arms: the columns")
     add = group.add_argument
     add(
         "--arms",
-        default=",".join(TRANSFER_DEFAULT_ARMS),
+        default=",".join(DEFAULT_ARMS),
         help="columns besides scratch, comma-separated, each a pre-training corpus at the whole "
         "budget: general (the language's general corpus), in-domain (text of the tasks' kind: "
         "--in-domain-corpus), mixed (both), continued (the general model pre-trained further on "
         "the in-domain text for --continue-minutes), word-vectors (word2vec vectors of the "
-        f"in-domain text as the embeddings of a random encoder); any of {', '.join(TRANSFER_ARMS)} "
+        f"in-domain text as the embeddings of a random encoder); any of {', '.join(ARMS)} "
         "(default: %(default)s, with --points)",
     )
     add(
@@ -171,20 +172,21 @@ def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import TRANSFER_FINETUNE_DROPOUT, TRANSFER_LEARNING_RATE
+    from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE
+    from bertlab.training.budget import FINETUNE_DROPOUT
 
     group = parser.add_argument_group("fine-tuning (the same for every column)")
     add = group.add_argument
     add(
         "--learning-rate",
         type=float,
-        default=TRANSFER_LEARNING_RATE,
+        default=FINETUNE_LEARNING_RATE,
         help="fine-tuning learning rate (default: %(default)g)",
     )
     add(
         "--finetune-dropout",
         type=float,
-        default=TRANSFER_FINETUNE_DROPOUT,
+        default=FINETUNE_DROPOUT,
         help="dropout of every model while fine-tuning, pre-trained and from scratch (default: "
         "%(default)g, BERT's; 0 fine-tunes without dropout)",
     )
@@ -214,7 +216,7 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import ABLATION_BUDGET_MINUTES, ABLATION_ROWS
+    from bertlab.apps.ablation_options import DEFAULT_BUDGET_MINUTES, ROWS
     from bertlab.core.config import PRESETS
 
     group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
@@ -222,12 +224,12 @@ def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--budget",
         type=parse_duration,
-        default=ABLATION_BUDGET_MINUTES * 60,
+        default=DEFAULT_BUDGET_MINUTES * 60,
         help="pre-training time of each objective, e.g. 10m (default: %(default)gs)",
     )
     add(
         "--rows",
-        default=",".join(ABLATION_ROWS),
+        default=",".join(ROWS),
         help="Table 5's rows to run (default: %(default)s)",
     )
     add(
@@ -245,24 +247,24 @@ def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.cli.library_constants import (
-        ABLATION_FEATURE_LEARNING_RATE,
-        ABLATION_LEARNING_RATE,
-        ABLATION_SEEDS,
-        ABLATION_TRAIN_CAPS,
-        ABLATION_UNCAPPED_TRAIN_EXAMPLES,
+    from bertlab.apps.ablation_options import (
+        DEFAULT_SEEDS,
+        FEATURE_LEARNING_RATE,
+        FINETUNE_LEARNING_RATE,
+        TASKS,
+        UNCAPPED_TRAIN_EXAMPLES,
     )
 
     group = parser.add_argument_group("fine-tuning and features (the same for every row)")
     add = group.add_argument
     add(
         "--seeds",
-        default=",".join(map(str, ABLATION_SEEDS)),
+        default=",".join(map(str, DEFAULT_SEEDS)),
         help="fine-tuning seeds (default: %(default)s)",
     )
     add(
         "--tasks",
-        help=f"comma-separated subset of {', '.join(ABLATION_TRAIN_CAPS)} (default: all)",
+        help=f"comma-separated subset of {', '.join(task.name for task in TASKS)} (default: all)",
     )
     add(
         "--no-feature-based",
@@ -272,13 +274,13 @@ def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--learning-rate",
         type=float,
-        default=ABLATION_LEARNING_RATE,
+        default=FINETUNE_LEARNING_RATE,
         help="fine-tuning learning rate (default: %(default)g)",
     )
     add(
         "--feature-learning-rate",
         type=float,
-        default=ABLATION_FEATURE_LEARNING_RATE,
+        default=FEATURE_LEARNING_RATE,
         help="learning rate of the feature-based rows (default: %(default)g)",
     )
     add(
@@ -291,9 +293,11 @@ def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
         "--uncapped",
         action="store_true",
         help="fine-tune on the tasks' whole training parts (SQuAD: "
-        f"{ABLATION_UNCAPPED_TRAIN_EXAMPLES['squad']:,} questions) instead of "
+        f"{UNCAPPED_TRAIN_EXAMPLES['squad']:,} questions) instead of "
         "the default caps ("
-        + ", ".join(f"{name} {cap:,}" for name, cap in ABLATION_TRAIN_CAPS.items() if cap)
+        + ", ".join(
+            f"{task.name} {task.max_train_examples:,}" for task in TASKS if task.max_train_examples
+        )
         + "): about 2 h 35 min on 2 cores instead of under 2 hours",
     )
 
@@ -338,11 +342,11 @@ def _numbers(text: str, flag: str, kind=float) -> tuple:
 
 def _points(args: argparse.Namespace, arms: tuple[str, ...]) -> tuple:
     """--points, else the default points of one general run, else none (arms side by side)."""
-    from bertlab.apps.transfer_config import GENERAL, TransferConfig
+    from bertlab.apps.transfer_options import DEFAULT_POINTS, GENERAL
 
     if args.points is not None:
         return _numbers(args.points, "--points")
-    return TransferConfig.points if arms == (GENERAL,) else ()
+    return DEFAULT_POINTS if arms == (GENERAL,) else ()
 
 
 def run_transfer_command(args: argparse.Namespace) -> int:

@@ -1,28 +1,24 @@
 """`bertlab --help` and every `bertlab COMMAND --help` answer without importing torch or gensim.
 
-Importing torch takes seconds on a busy machine; the parser takes the few library constants it
-shows from `bertlab.cli.library_constants`, whose literals must equal the library's own.
+Importing torch takes seconds on a busy machine; the parser takes the few library values it
+shows from where they are declared without torch (`bertlab.apps.transfer_options`,
+`bertlab.apps.ablation_options`, ...), the same declarations the experiments' configs read.
 """
 
 import argparse
-import functools
-import importlib
+import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from bertlab.apps.ablation_config import AblationConfig
+from bertlab.apps.transfer_config import TransferConfig
 from bertlab.cli import build_parser
-from bertlab.cli import library_constants as constants
+from bertlab.cli.experiment import run_ablation_command, run_transfer_command
 
 HEAVY = ("torch", "gensim")
-# What a literal copies of a table: the optional fourth item of a DECLARED_IN entry.
-VIEWS = {
-    "keys": tuple,
-    "names": lambda rows: tuple(row.name for row in rows),
-    "names per key": lambda table: {key: VIEWS["names"](rows) for key, rows in table.items()},
-    "max_train_examples by name": lambda rows: {row.name: row.max_train_examples for row in rows},
-}
 
 
 def command_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple]:
@@ -35,19 +31,26 @@ def command_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -
     return found
 
 
-def in_order(value):
-    """A mapping as its items in order: the same keys in another order are another help text."""
-    return list(value.items()) if isinstance(value, dict) else value
-
-
-def test_each_literal_equals_the_library_value_it_copies():
-    for literal, module, name, *view in constants.DECLARED_IN:
-        # "TransferConfig.seeds": a dataclass's class attribute is that field's default
-        declared = functools.reduce(getattr, name.split("."), importlib.import_module(module))
-        if view:
-            declared = VIEWS[view[0]](declared)
-        copied = getattr(constants, literal)
-        assert in_order(copied) == in_order(declared), f"{literal} != {module}.{name} {view}"
+@pytest.mark.parametrize(
+    ("name", "config_class", "handler"),
+    [
+        ("transfer", TransferConfig, "run_transfer"),
+        ("ablation", AblationConfig, "run_ablation"),
+    ],
+)
+def test_an_experiments_flag_defaults_are_its_configs_defaults(
+    name, config_class, handler, monkeypatch, tmp_path
+):
+    """The command with no optional flag builds the config the dataclass's defaults make."""
+    made = []
+    monkeypatch.setattr(f"bertlab.apps.{name}.{handler}", lambda config, **_: made.append(config))
+    args = build_parser().parse_args(
+        ["experiment", name, "--data", str(tmp_path), "--out", str(tmp_path / "out")]
+    )
+    command = {"transfer": run_transfer_command, "ablation": run_ablation_command}[name]
+    assert command(args) == 0
+    defaults = config_class(data_dir=Path(args.data), out=Path(args.out))
+    assert dataclasses.asdict(made[0]) == dataclasses.asdict(defaults)
 
 
 def test_top_level_help_imports_neither_torch_nor_gensim():
