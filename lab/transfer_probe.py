@@ -1,8 +1,9 @@
 """Fine-tune one task of `bertlab experiment transfer` with one setting changed, for both models.
 
-Uses the experiment's own splits, seeds and fine-tuning function (its private helpers, on
-purpose: a probe must differ from the experiment only in the setting it changes), on a finished
-pre-training run. Prints the test score of every seed, then median (min–max) per model.
+Uses the experiment's own splits, seeds and fine-tuning function (`transfer.scratch_model`,
+`fine_tunable_copy` and `finetune_cell`, on purpose: a probe must differ from the experiment only
+in the setting it changes), on a finished pre-training run. Prints the test score of every seed,
+then median (min–max) per model.
 
     python lab/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag base
     python lab/transfer_probe.py --pretrain runs/mini/pretrain --task sst2-1k --tag ep30 \\
@@ -151,10 +152,10 @@ def main() -> None:
     points = out / "points"
     for which in models:
         if which == "scratch":
-            model_dir = ex._scratch_model(pretrain / "final", points)
+            model_dir = ex.scratch_model(pretrain / "final", points)
         else:
             final = pretrain / "final"
-            model_dir = ex._fine_tunable_copy(final, final, points / which, args.dropout)
+            model_dir = ex.fine_tunable_copy(final, final, points / which, args.dropout)
             if args.reinit_top:
                 model_dir = _edited_copy(
                     model_dir, f"reinit{args.reinit_top}", _reinit_top(args.reinit_top)
@@ -165,7 +166,7 @@ def main() -> None:
         started = time.perf_counter()
         for seed in map(int, args.seeds.split(",")):
             run_dir = out / "finetune" / spec.name / which / f"seed-{seed}"
-            metrics = ex._finetune_and_test(
+            metrics = ex.finetune_cell(
                 config, spec, task, data, test, model_dir, seed, run_dir, False
             )
             dev = json.loads((run_dir / "result.json").read_text())["dev"][task.primary_metric]

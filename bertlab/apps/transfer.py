@@ -180,7 +180,7 @@ def _fine_tune(
         task, data, test = splits[cell.task]
         run_dir = seed_dir(config.out / FINETUNE_DIR / cell.task, cell.column.name, cell.seed)
         row, model_dir = by_name[cell.task], cell.column.model_dir
-        metrics = _finetune_and_test(
+        metrics = finetune_cell(
             config, row, task, data, test, model_dir, cell.seed, run_dir, show_progress
         )
         return metrics[task.primary_metric]
@@ -291,7 +291,7 @@ def _column_models(config: TransferConfig, say: Callable[[str], None]) -> dict[s
         return {point_name(minutes): path for minutes, path in by_minutes.items()}
     points_dir = config.out / POINTS_DIR
     shape_final = config.pretrain_dir(_pretrained_arms(config)[0]) / FINAL_DIR
-    models = {point_name(SCRATCH): _scratch_model(shape_final, points_dir)}
+    models = {point_name(SCRATCH): scratch_model(shape_final, points_dir)}
     for arm in config.arms:
         if arm == WORD_VECTORS:
             models[arm] = _word_vector_model(config, models[point_name(SCRATCH)], say)
@@ -302,12 +302,10 @@ def _column_models(config: TransferConfig, say: Callable[[str], None]) -> dict[s
             name = arm_point_name(arm, minutes)
             checkpoint = _checkpoint_near(run_dir, minutes, say)
             directory = points_dir / name.replace(" ", "-")
-            models[name] = _fine_tunable_copy(checkpoint, final, directory, config.finetune_dropout)
+            models[name] = fine_tunable_copy(checkpoint, final, directory, config.finetune_dropout)
         models[arm] = final
         if config.finetune_dropout != FINETUNE_DROPOUT:
-            models[arm] = _fine_tunable_copy(
-                final, final, points_dir / arm, config.finetune_dropout
-            )
+            models[arm] = fine_tunable_copy(final, final, points_dir / arm, config.finetune_dropout)
     return models
 
 
@@ -354,22 +352,24 @@ def _point_models(config: TransferConfig, pretrain_dir: Path, say) -> dict[float
     training minutes, and the final model for the whole budget."""
     points_dir = config.out / POINTS_DIR
     final = pretrain_dir / FINAL_DIR
-    models: dict[float, Path] = {SCRATCH: _scratch_model(final, points_dir)}
+    models: dict[float, Path] = {SCRATCH: scratch_model(final, points_dir)}
     for minutes in sorted(config.points):
         checkpoint = _checkpoint_near(pretrain_dir, minutes, say)
-        models[minutes] = _fine_tunable_copy(
+        models[minutes] = fine_tunable_copy(
             checkpoint, final, points_dir / point_name(minutes), config.finetune_dropout
         )
     models[config.budget_minutes] = final  # written with FINETUNE_DROPOUT
     if config.finetune_dropout != FINETUNE_DROPOUT:
-        models[config.budget_minutes] = _fine_tunable_copy(
+        models[config.budget_minutes] = fine_tunable_copy(
             final, final, points_dir / point_name(config.budget_minutes), config.finetune_dropout
         )
     return models
 
 
-def _fine_tunable_copy(checkpoint: Path, final: Path, directory: Path, dropout: float) -> Path:
-    """The checkpoint's weights with the final model's tokenizer and the fine-tuning dropout."""
+def fine_tunable_copy(checkpoint: Path, final: Path, directory: Path, dropout: float) -> Path:
+    """A model folder to fine-tune from a pre-training checkpoint: its weights (an ELECTRA
+    checkpoint's discriminator), the final model's tokenizer and `dropout` in its config.json.
+    Written once into `directory`, which is returned; a folder already there is reused."""
     if (directory / "config.json").is_file():
         return directory
     with atomic_directory(directory) as target:
@@ -391,10 +391,11 @@ def _is_electra(model_dir: Path) -> bool:
     return ElectraForPreTraining.architecture in architectures
 
 
-def _scratch_model(final: Path, points_dir: Path) -> Path:
-    """The final model's shape (config.json) and tokenizer, without weights.
+def scratch_model(final: Path, points_dir: Path) -> Path:
+    """The scratch column's folder in `points_dir`: the final model's shape (config.json) and
+    tokenizer, without weights; a folder already there is reused.
 
-    Each seed builds its own random twin from it (`_scratch_twin`).
+    `finetune_cell` builds each seed's own random twin from it.
     """
     directory = points_dir / point_name(SCRATCH)
     if (directory / "config.json").is_file():
@@ -424,7 +425,7 @@ def _twin(config: TransferConfig, shape_dir: Path, seed: int) -> Path:
 # --- fine-tuning ----------------------------------------------------------------------------------
 
 
-def _finetune_and_test(
+def finetune_cell(
     config: TransferConfig,
     row: GridTask,
     task: Task,
@@ -435,7 +436,10 @@ def _finetune_and_test(
     run_dir: Path,
     show_progress: bool,
 ) -> dict[str, float]:
-    """Fine-tune one point's model with one seed (skipped when its test.json exists)."""
+    """Fine-tune and test one cell of the table: `model_dir`, a column's model (for scratch and
+    word-vectors, a shape: each seed fine-tunes its own random twin of it), on one row's task with
+    one seed, at the experiment's learning rate and batch size and the row's epochs, into
+    `run_dir`. Returns the test scores, read back when `run_dir` holds them already."""
     if (run_dir / TEST_FILE).is_file():
         return read_test(run_dir)
     if model_dir.name in (point_name(SCRATCH), WORD_VECTORS):
