@@ -36,7 +36,7 @@ def _run_arm(arm: str, args: list[str]) -> None:
     from bertlab.training.pretraining import loop as pretrain_loop
 
     if arm == "search":
-        pretrain_loop._frozen = lambda model, modules: contextlib.nullcontext()
+        pretrain_loop.frozen_untrained_modules = lambda model, modules: contextlib.nullcontext()
         pretrain_loop.DistributedDataParallel = lambda module: DistributedDataParallel(
             module, find_unused_parameters=True
         )

@@ -151,16 +151,16 @@ def pretrain(
             does not fit in memory.
     """
     run = _Run(model, tokenizer, corpus, data_config, config, Path(out_dir), context)
-    with _frozen(run.model, run.objective.untrained_modules):
+    with frozen_untrained_modules(run.model, run.objective.untrained_modules):
         if resume:
             run.resume()
         return run.train(show_progress)
 
 
 @contextlib.contextmanager
-def _frozen(model: nn.Module, modules: tuple[str, ...]) -> Iterator[None]:
+def frozen_untrained_modules(model: nn.Module, modules: tuple[str, ...]) -> Iterator[None]:
     """`modules` of `model` (names such as "bert.pooler") take no gradient in the block, as
-    their objective trains them anyway: DistributedDataParallel then expects a gradient for
+    their objective never trains them: DistributedDataParallel then expects a gradient for
     every other parameter at each step, without searching the graph for unused ones. Their
     weights and the optimizer are as they would be without the block (a parameter without a
     gradient is skipped by AdamW and by clipping)."""
