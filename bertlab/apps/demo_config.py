@@ -60,14 +60,13 @@ class DemoRecipe:
     intermediate_size: int = 512
     max_seq_length: int = BudgetRecipe.max_seq_length
     finetune_learning_rate: float = 1e-3  # measured: 2e-4 x 3 epochs stayed at the majority
-    # The shipped model and its twin (BERT-mini) fine-tune at their own rate, measured on SST-2
-    # (lab/demo-notebook.md): at 1e-3 and 5e-4 one of 3 seeds of the twin learned one
-    # class; at 3e-4 neither row did in 5 seeds, and the shipped model scored its best median.
+    # The shipped model and its twin (BERT-mini) fine-tune at their own rate, measured on SST-2:
+    # at 1e-3 and 5e-4 one of 3 seeds of the twin learned one class; at 3e-4 neither row did in
+    # 5 seeds, and the shipped model scored its best median.
     shipped_learning_rate: float = 3e-4
     # Their batch. Chinese has half English's labelled sentences (28 steps an epoch at 32): the
     # hour's Chinese model (fp32 weights) scored 80.0% (78.8-81.0) at 16 against 77.2%
-    # (73.8-79.6) at 32, and the demo's BERT-Tiny scratch row did not gain from 16
-    # (lab/demo-notebook.md).
+    # (73.8-79.6) at 32, and the demo's BERT-Tiny scratch row did not gain from 16.
     shipped_batch_size: int = 32
     finetune_epochs: int = 4
     finetune_batch_size: int = 32

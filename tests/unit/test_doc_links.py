@@ -119,3 +119,20 @@ def test_no_product_code_report_or_test_links_a_heading_of_a_lab_notebook():
         if LAB_HEADING.search(line)
     ]
     assert linked == []
+
+
+# A mention of a lab notebook in the package: the word, or a path into lab/.
+LAB_NOTEBOOK = re.compile(r"notebook|(?:^|[(/\"'`\s])lab/", re.IGNORECASE)
+
+
+def test_no_product_code_cites_a_lab_notebook():
+    """A comment, docstring or model card of the package states the measured fact itself, with
+    its seeds and spread; the lab's notebooks are dated rounds that move and get rewritten."""
+    package = REPO / "bertlab"
+    cited = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted([*package.rglob("*.py"), *package.rglob("*.md")])
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if LAB_NOTEBOOK.search(line)
+    ]
+    assert cited == []
