@@ -59,7 +59,6 @@ from bertlab.apps.ablation_config import (
     AblationConfig,
 )
 from bertlab.apps.ablation_options import (
-    FINETUNE_LEARNING_RATE,
     LTR_BILSTM,
     MLM_NSP,
     SCRATCH,
@@ -81,6 +80,7 @@ from bertlab.apps.flows import (
 )
 from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
 from bertlab.apps.transfer_data import task_splits
+from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE  # experiment transfer's rate
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig

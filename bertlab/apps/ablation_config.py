@@ -16,7 +16,6 @@ from bertlab.apps.ablation_options import (
     DEFAULT_BUDGET_MINUTES,
     DEFAULT_SEEDS,
     FEATURE_LEARNING_RATE,
-    FINETUNE_LEARNING_RATE,
     LTR,
     LTR_BILSTM,
     MLM,
@@ -29,7 +28,7 @@ from bertlab.apps.ablation_options import (
 )
 from bertlab.apps.flows import config_settings
 from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_rows import CORPORA
+from bertlab.apps.transfer_rows import CORPORA, FINETUNE_LEARNING_RATE
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.training.pretraining.budget import budget_recipe

@@ -6,9 +6,6 @@ training sizes, declared without torch so that its `--help` lists them fast;
 from __future__ import annotations
 
 from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_rows import (
-    FINETUNE_LEARNING_RATE as FINETUNE_LEARNING_RATE,  # experiment transfer's, for these sizes
-)
 
 DEFAULT_BUDGET_MINUTES = 10.0  # per objective: three objectives pre-train for 30 minutes in all
 DEFAULT_SEEDS = (1, 2, 3)

@@ -2,7 +2,7 @@
 its `--help` lists them fast; `bertlab.apps.transfer_config.TransferConfig` reads them.
 
 The fine-tuning defaults are declared beside what they belong to, torch-free as well: the learning
-rate in `transfer_rows`, the dropout in `bertlab.training.budget`.
+rate in `transfer_rows`, the dropout in `bertlab.training.pretraining.budget`.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
 
 def _add_transfer_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE
-    from bertlab.training.budget import FINETUNE_DROPOUT
+    from bertlab.training.pretraining.budget import FINETUNE_DROPOUT
 
     group = parser.add_argument_group("fine-tuning (the same for every column)")
     add = group.add_argument
@@ -250,10 +250,10 @@ def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.apps.ablation_options import (
         DEFAULT_SEEDS,
         FEATURE_LEARNING_RATE,
-        FINETUNE_LEARNING_RATE,
         TASKS,
         UNCAPPED_TRAIN_EXAMPLES,
     )
+    from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE  # experiment transfer's rate
 
     group = parser.add_argument_group("fine-tuning and features (the same for every row)")
     add = group.add_argument
