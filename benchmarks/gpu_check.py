@@ -168,9 +168,9 @@ def _finetune_one(data: Path, work: Path, final: Path, column: str, seed: int, a
     import torch
 
     torch.set_num_threads(int(FINETUNE_THREADS))
+    from bertlab.apps.experiments.transfer_data import task_splits
+    from bertlab.apps.experiments.transfer_rows import ROWS
     from bertlab.apps.flows import finetune_and_test, random_twin
-    from bertlab.apps.transfer_data import task_splits
-    from bertlab.apps.transfer_rows import ROWS
     from bertlab.core.config import BertConfig
     from bertlab.core.finetune_config import FinetuneConfig
     from bertlab.data.tasks.splits import subsample
@@ -225,7 +225,7 @@ def _table(result: dict) -> str:
         )
     scores = result["sst2_test_accuracy"]
     if scores:
-        from bertlab.apps.transfer_report import verdict
+        from bertlab.apps.experiments.transfer_report import verdict
 
         lines += ["", "| SST-2 (test accuracy) | per seed | median |", "|---|---|---:|"]
         for column, values in scores.items():

@@ -32,7 +32,7 @@ demo() {
         --out "$OUT/demo" "$@" 2>&1 | tee "$OUT/demo.log"
     python3 - "$OUT/demo/results.json" <<'PY'
 import json, sys
-from bertlab.apps.demo_report import results_table
+from bertlab.apps.demo.report import results_table
 results = json.load(open(sys.argv[1], encoding="utf-8"))
 pretrain = results["pretrain"]
 print(f"\ndemo: live pre-training on the {pretrain['device']}: {pretrain['steps']} steps, "

@@ -27,7 +27,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bertlab.apps.demo import DATA_DIR
+from bertlab.apps.demo.runner import DATA_DIR
 from bertlab.apps.flows import compare, finetune_and_test, random_twin, sign_test
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig

@@ -4,7 +4,7 @@ demo's shipped-model rows.
 Fine-tunes each MODEL folder (`scratch` names the demo's own scratch row: BERT-Tiny on a
 vocabulary trained as the demo trains it, at the demo's own rate; with --twin, a random twin of
 the first folder's shape and vocabulary, started as the demo's twins are) on the demo's task of
-LANG with the demo's settings (`bertlab.apps.demo_config.RECIPES`: batch, epochs, dev split,
+LANG with the demo's settings (`bertlab.apps.demo.config.RECIPES`: batch, epochs, dev split,
 sequence length, the shipped model's rate), any of which a flag replaces, seed by seed, and prints
 each test score, the medians, and each model against the first (the spread rule of
 bertlab.apps.flows.compare and the paired seeds' sign test).
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from demo_arms import summary_line  # lab/, the script's own folder
 
-from bertlab.apps.demo import _step_tokenizer
-from bertlab.apps.demo_config import RECIPES
-from bertlab.apps.demo_rows import demo_task_data, model_config
+from bertlab.apps.demo.config import RECIPES
+from bertlab.apps.demo.rows import demo_task_data, model_config
+from bertlab.apps.demo.runner import _step_tokenizer
 from bertlab.apps.flows import finetune_and_test, random_twin
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig

@@ -26,11 +26,11 @@ import statistics
 import time
 from pathlib import Path
 
-from bertlab.apps import transfer as ex
+from bertlab.apps.experiments import transfer as ex
+from bertlab.apps.experiments.transfer_config import TransferConfig
+from bertlab.apps.experiments.transfer_data import task_splits
+from bertlab.apps.experiments.transfer_rows import FINETUNE_LEARNING_RATE, ROWS
 from bertlab.apps.flows import summary
-from bertlab.apps.transfer_config import TransferConfig
-from bertlab.apps.transfer_data import task_splits
-from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE, ROWS
 from bertlab.training.pretraining.budget import FINETUNE_DROPOUT
 
 

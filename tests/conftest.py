@@ -543,7 +543,7 @@ TINY_DEMO_REVIEWS = 400  # unlabelled reviews: enough for a tiny run, fast to to
 def tiny_demo_recipe(tmp_path) -> Callable[[str], object]:
     """`tiny_demo_recipe(lang)`: the language's demo recipe with a tiny model, its first reviews
     and its first labelled rows (files under tmp_path); every field one of `DemoRecipe`'s."""
-    from bertlab.apps.demo_config import DATA_DIR, RECIPES
+    from bertlab.apps.demo.config import DATA_DIR, RECIPES
 
     def head(name: str, rows: int) -> str:
         lines = (DATA_DIR / name).read_text(encoding="utf-8").splitlines()
@@ -572,7 +572,7 @@ def tiny_demo_recipe(tmp_path) -> Callable[[str], object]:
 def shipped_models(tmp_path, monkeypatch, hub_model_folder) -> Path:
     """bertlab.core.hub.SHIPPED_DIR holding the tiny released model as both languages' shipped
     model: another shape and vocabulary than the demo's."""
-    from bertlab.apps.demo_config import RECIPES
+    from bertlab.apps.demo.config import RECIPES
     from bertlab.core import hub
 
     shipped = tmp_path / "shipped"

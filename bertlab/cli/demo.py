@@ -8,7 +8,7 @@ from bertlab.cli.common import CommandError, add_threads_flag
 
 
 def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
-    from bertlab.apps.demo_config import DEFAULT_MINUTES, DEFAULT_OUT, DEFAULT_SEEDS, RECIPES
+    from bertlab.apps.demo.config import DEFAULT_MINUTES, DEFAULT_OUT, DEFAULT_SEEDS, RECIPES
 
     parser = subparsers.add_parser(
         "demo",
@@ -53,7 +53,7 @@ def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
 def run_demo_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.demo import run_demo
+    from bertlab.apps.demo.runner import run_demo
     from bertlab.cli.logs import hide_run_progress
 
     try:

@@ -41,8 +41,8 @@ def add_transfer_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_options import DEFAULT_LANG, DEFAULT_SEEDS
-    from bertlab.apps.transfer_rows import ROWS
+    from bertlab.apps.experiments.transfer_options import DEFAULT_LANG, DEFAULT_SEEDS
+    from bertlab.apps.experiments.transfer_rows import ROWS
 
     english = ", ".join(row.name for row in ROWS["en"])
     chinese = ", ".join(row.name for row in ROWS["zh"])
@@ -65,7 +65,7 @@ def _add_transfer_run_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_options import (
+    from bertlab.apps.experiments.transfer_options import (
         DEFAULT_BUDGET_MINUTES,
         DEFAULT_POINTS,
         DEFAULT_TASK_TEXT_REPEATS,
@@ -144,7 +144,7 @@ def _add_transfer_pretrain_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_options import ARMS, DEFAULT_ARMS
+    from bertlab.apps.experiments.transfer_options import ARMS, DEFAULT_ARMS
 
     group = parser.add_argument_group("arms: the columns")
     add = group.add_argument
@@ -172,7 +172,7 @@ def _add_transfer_arm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_transfer_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE
+    from bertlab.apps.experiments.transfer_rows import FINETUNE_LEARNING_RATE
     from bertlab.training.pretraining.budget import FINETUNE_DROPOUT
 
     group = parser.add_argument_group("fine-tuning (the same for every column)")
@@ -216,7 +216,7 @@ def add_ablation_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.ablation_options import DEFAULT_BUDGET_MINUTES, ROWS
+    from bertlab.apps.experiments.ablation_options import DEFAULT_BUDGET_MINUTES, ROWS
     from bertlab.core.config import PRESETS
 
     group = parser.add_argument_group("pre-training (the budget recipe unless a flag says)")
@@ -247,13 +247,15 @@ def _add_ablation_pretrain_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
-    from bertlab.apps.ablation_options import (
+    from bertlab.apps.experiments.ablation_options import (
         DEFAULT_SEEDS,
         FEATURE_LEARNING_RATE,
         TASKS,
         UNCAPPED_TRAIN_EXAMPLES,
     )
-    from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE  # experiment transfer's rate
+    from bertlab.apps.experiments.transfer_rows import (
+        FINETUNE_LEARNING_RATE,  # experiment transfer's rate
+    )
 
     group = parser.add_argument_group("fine-tuning and features (the same for every row)")
     add = group.add_argument
@@ -305,8 +307,8 @@ def _add_ablation_finetune_flags(parser: argparse.ArgumentParser) -> None:
 def run_ablation_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.ablation import run_ablation
-    from bertlab.apps.ablation_config import AblationConfig
+    from bertlab.apps.experiments.ablation import run_ablation
+    from bertlab.apps.experiments.ablation_config import AblationConfig
 
     config = AblationConfig(
         data_dir=Path(args.data),
@@ -342,7 +344,7 @@ def _numbers(text: str, flag: str, kind=float) -> tuple:
 
 def _points(args: argparse.Namespace, arms: tuple[str, ...]) -> tuple:
     """--points, else the default points of one general run, else none (arms side by side)."""
-    from bertlab.apps.transfer_options import DEFAULT_POINTS, GENERAL
+    from bertlab.apps.experiments.transfer_options import DEFAULT_POINTS, GENERAL
 
     if args.points is not None:
         return _numbers(args.points, "--points")
@@ -352,8 +354,8 @@ def _points(args: argparse.Namespace, arms: tuple[str, ...]) -> tuple:
 def run_transfer_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.transfer import run_transfer
-    from bertlab.apps.transfer_config import TransferConfig
+    from bertlab.apps.experiments.transfer import run_transfer
+    from bertlab.apps.experiments.transfer_config import TransferConfig
 
     arms = tuple(arm.strip() for arm in args.arms.split(",") if arm.strip())
     config = TransferConfig(
@@ -398,7 +400,7 @@ def add_strategies_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
-    from bertlab.apps.strategies_config import (
+    from bertlab.apps.experiments.strategies_config import (
         BERT_DEFAULT,
         STRATEGIES,
         STRATEGY_ROWS,
@@ -439,8 +441,8 @@ def _add_strategies_flags(strategies: argparse.ArgumentParser) -> None:
 def run_strategies_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.strategies import run_strategies
-    from bertlab.apps.strategies_config import StrategiesConfig
+    from bertlab.apps.experiments.strategies import run_strategies
+    from bertlab.apps.experiments.strategies_config import StrategiesConfig
 
     row_models = {}
     for item in args.row_model:
@@ -488,7 +490,7 @@ def add_compare_command(commands: argparse._SubParsersAction) -> None:
 def run_compare_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from bertlab.apps.transfer_compare import compare_runs
+    from bertlab.apps.experiments.transfer_compare import compare_runs
     from bertlab.core.atomic import write_text
 
     labels = list(_names(args.labels)) if args.labels else None

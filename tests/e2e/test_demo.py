@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertlab.apps import demo
-from bertlab.apps.demo import run_demo
-from bertlab.apps.demo_config import SHIPPED, SHIPPED_SCRATCH, WORD_VECTORS
+from bertlab.apps.demo import runner as demo
+from bertlab.apps.demo.config import SHIPPED, SHIPPED_SCRATCH, WORD_VECTORS
+from bertlab.apps.demo.runner import run_demo
 from bertlab.apps.flows import compare, sign_test
 from bertlab.cli import main
 from bertlab.core import optional

@@ -14,13 +14,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bertlab.apps.experiments.transfer import _point_models, _twin, prepare_task_text
+from bertlab.apps.experiments.transfer_compare import compare_runs
+from bertlab.apps.experiments.transfer_config import TransferConfig, experiment_settings
+from bertlab.apps.experiments.transfer_data import TASK_TEXT_GROUP, task_splits
+from bertlab.apps.experiments.transfer_report import results_table, verdict
+from bertlab.apps.experiments.transfer_rows import ROWS
 from bertlab.apps.flows import TEST_FILE, summary
-from bertlab.apps.transfer import _point_models, _twin, prepare_task_text
-from bertlab.apps.transfer_compare import compare_runs
-from bertlab.apps.transfer_config import TransferConfig, experiment_settings
-from bertlab.apps.transfer_data import TASK_TEXT_GROUP, task_splits
-from bertlab.apps.transfer_report import results_table, verdict
-from bertlab.apps.transfer_rows import ROWS
 from bertlab.cli import main
 from bertlab.core.config import BertConfig
 from bertlab.data.tasks.splits import phrase_roots

@@ -174,7 +174,7 @@ def test_finetune_overwrite_killed_every_way_at_random_moments(
 # Runs `bertlab ARGS` with the English demo's recipe changed as the JSON object in argv[1] says.
 DEMO_WITH_RECIPE = """
 import dataclasses, json, sys
-from bertlab.apps import demo_config
+from bertlab.apps.demo import config as demo_config
 from bertlab.cli import main
 changes = json.loads(sys.argv[1])
 demo_config.RECIPES["en"] = dataclasses.replace(demo_config.RECIPES["en"], **changes)
@@ -188,7 +188,7 @@ def test_a_killed_demo_leaves_the_earlier_demo_or_the_new_one(
 ):
     """A second demo into the same folder deleted the first one's pre-trained and fine-tuned
     models as it went: killed midway, it left neither."""
-    from bertlab.apps.demo import RECIPES, run_demo
+    from bertlab.apps.demo.runner import RECIPES, run_demo
 
     recipe = tiny_demo_recipe("en")
     changes = {

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.apps.experiments.strategies_config import STRATEGIES, STRATEGY_ROWS, StrategiesConfig
+from bertlab.apps.experiments.strategies_report import model_name, results_table
+from bertlab.apps.experiments.transfer_data import task_splits
+from bertlab.apps.experiments.transfer_rows import ROWS
 from bertlab.apps.flows import TEST_FILE, random_twin, win_loss_level
-from bertlab.apps.strategies_config import STRATEGIES, STRATEGY_ROWS, StrategiesConfig
-from bertlab.apps.strategies_report import model_name, results_table
-from bertlab.apps.transfer_data import task_splits
-from bertlab.apps.transfer_rows import ROWS
 from bertlab.cli import main
 from bertlab.core.config import BertConfig
 from bertlab.tokenizer.wordpiece import Tokenizer

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.apps.ablation_config import (
+from bertlab.apps.experiments.ablation_config import (
     FEATURE_LABELS,
     FEATURE_ROWS,
     ROW_LABELS,
     AblationConfig,
 )
-from bertlab.apps.ablation_options import ROWS, TASKS
-from bertlab.apps.ablation_report import judge, results_tables, write_results
+from bertlab.apps.experiments.ablation_options import ROWS, TASKS
+from bertlab.apps.experiments.ablation_report import judge, results_tables, write_results
 
 
 @pytest.mark.parametrize(
@@ -160,7 +160,7 @@ def test_a_row_still_running_its_seeds_is_judged_without_pairing_them():
 
 @pytest.mark.parametrize(("flags", "uncapped"), [([], False), (["--uncapped"], True)])
 def test_the_command_passes_uncapped_to_the_experiment(tmp_path, monkeypatch, flags, uncapped):
-    import bertlab.apps.ablation as ablation
+    import bertlab.apps.experiments.ablation as ablation
     from bertlab.cli import main
 
     seen = []

@@ -1,8 +1,9 @@
 """`bertlab --help` and every `bertlab COMMAND --help` answer without importing torch or gensim.
 
 Importing torch takes seconds on a busy machine; the parser takes the few library values it
-shows from where they are declared without torch (`bertlab.apps.transfer_options`,
-`bertlab.apps.ablation_options`, ...), the same declarations the experiments' configs read.
+shows from where they are declared without torch (`bertlab.apps.experiments.transfer_options`,
+`bertlab.apps.experiments.ablation_options`, ...), the same declarations the experiments'
+configs read.
 """
 
 import argparse
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.apps.ablation_config import AblationConfig
-from bertlab.apps.transfer_config import TransferConfig
+from bertlab.apps.experiments.ablation_config import AblationConfig
+from bertlab.apps.experiments.transfer_config import TransferConfig
 from bertlab.cli import build_parser
 from bertlab.cli.experiment import run_ablation_command, run_transfer_command
 
@@ -43,7 +44,7 @@ def test_an_experiments_flag_defaults_are_its_configs_defaults(
 ):
     """The command with no optional flag builds the config the dataclass's defaults make."""
     made = []
-    monkeypatch.setattr(f"bertlab.apps.{name}.{handler}", lambda config, **_: made.append(config))
+    monkeypatch.setattr(f"bertlab.apps.experiments.{name}.{handler}", lambda config, **_: made.append(config))
     args = build_parser().parse_args(
         ["experiment", name, "--data", str(tmp_path), "--out", str(tmp_path / "out")]
     )

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from bertlab.apps.demo_config import (
+from bertlab.apps.demo.config import (
     PRETRAINED,
     RECIPES,
     SCRATCH,
@@ -15,13 +15,13 @@ from bertlab.apps.demo_config import (
     SHIPPED_SCRATCH,
     WORD_VECTORS,
 )
-from bertlab.apps.demo_report import (
+from bertlab.apps.demo.report import (
     _fill_mask_section,
     _finetuning_section,
     _rows_explained,
     _word_vectors_section,
 )
-from bertlab.apps.demo_rows import describe_shipped, shipped_rows
+from bertlab.apps.demo.rows import describe_shipped, shipped_rows
 from bertlab.core.shipped import shipped_model
 
 RECIPE = RECIPES["en"]

@@ -77,7 +77,7 @@ def test_the_readme_stays_a_product_page():
 
 @pytest.mark.parametrize("target", ["HOUR_TABLE", "BUDGET_DOCS", "DEMO_RESULTS"])
 def test_the_demo_reports_links_into_the_repository_reach_their_sections(target):
-    from bertlab.apps import demo_report
+    from bertlab.apps.demo import report as demo_report
 
     name, _, section = getattr(demo_report, target).partition("#")
     assert (REPO / name).is_file()

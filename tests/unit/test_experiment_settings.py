@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.apps.ablation_config import AblationConfig
+from bertlab.apps.experiments.ablation_config import AblationConfig
+from bertlab.apps.experiments.strategies import strategies_settings
+from bertlab.apps.experiments.strategies_config import StrategiesConfig
+from bertlab.apps.experiments.transfer_config import TransferConfig, experiment_settings
 from bertlab.apps.flows import SETTINGS_FILE, check_settings, config_settings
-from bertlab.apps.strategies import strategies_settings
-from bertlab.apps.strategies_config import StrategiesConfig
-from bertlab.apps.transfer_config import TransferConfig, experiment_settings
 from bertlab.training.pretraining.budget import budget_recipe
 
 ENWIKI = ("corpus_en/enwiki_sample_2014.txt.gz", "corpus_en/enwiki_sample_2021.txt.gz")

@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402
 
 import bertlab.use.inspection as inspection  # noqa: E402
-from bertlab.apps.demo_config import PRETRAINED, SCRATCH  # noqa: E402
-from bertlab.apps.demo_report import (  # noqa: E402
+from bertlab.apps.demo.config import PRETRAINED, SCRATCH  # noqa: E402
+from bertlab.apps.demo.report import (  # noqa: E402
     comparison_figure,
     finetuning_figure,
     run_name,

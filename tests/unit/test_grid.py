@@ -1,4 +1,4 @@
-"""The experiment grid (`apps.grid`): the cells' order, the results written after each cell, and
+"""The experiment grid (`apps.experiments.grid`): the cells' order, the results written after each cell, and
 resuming from a results file, the experiments' own included."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bertlab.apps.grid import (
+from bertlab.apps.experiments.grid import (
     COLUMN_TASK_SEED,
     TASK_SEED_COLUMN,
     Cell,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlab.apps.ablation_config import OBJECTIVES as ABLATION_OBJECTIVES
-from bertlab.apps.transfer_options import PRETRAIN_OBJECTIVES
+from bertlab.apps.experiments.ablation_config import OBJECTIVES as ABLATION_OBJECTIVES
+from bertlab.apps.experiments.transfer_options import PRETRAIN_OBJECTIVES
 from bertlab.cli import build_parser
 from bertlab.core.config import (
     OBJECTIVE_DATA,

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
+from bertlab.apps.experiments.transfer_report import results_table
 from bertlab.apps.flows import ONE_CLASS, one_class_runs, seed_dir
-from bertlab.apps.transfer_report import results_table
 from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.data.tasks.classification import ColumnSpec, Example
 from bertlab.data.tasks.ner import TaggedSentence

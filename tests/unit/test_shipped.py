@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from bertlab.apps.demo_config import DATA_DIR, RECIPES
+from bertlab.apps.demo.config import DATA_DIR, RECIPES
 from bertlab.core.config import PRESETS
 from bertlab.core.hub import SHIPPED_DIR
 from bertlab.core.model_card import CARD_NAME

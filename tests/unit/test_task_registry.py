@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import bertlab
-from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_data import task_splits
-from bertlab.apps.transfer_rows import ROWS
+from bertlab.apps.experiments.grid import GridTask
+from bertlab.apps.experiments.transfer_data import task_splits
+from bertlab.apps.experiments.transfer_rows import ROWS
 from bertlab.cli import build_parser, main, task_configs
 from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks import registry

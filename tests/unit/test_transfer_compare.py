@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.apps.transfer_compare import compare_runs, load_run
+from bertlab.apps.experiments.transfer_compare import compare_runs, load_run
 from bertlab.cli import main
 
 

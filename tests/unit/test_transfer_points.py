@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.apps import transfer
+from bertlab.apps.experiments import transfer
 
 
 def _checkpoints(monkeypatch, progress: dict[str, tuple[int, float]]) -> None:

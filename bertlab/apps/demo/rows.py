@@ -3,7 +3,7 @@
 The demo's model and its two random twins (word vectors, scratch), the shipped model and its twin
 (`demo_rows`, `shipped_rows`), each row's seeds fine-tuned on the recipe's task
 (`finetune_rows`), and what the report says of the shipped model (`describe_shipped`).
-`bertlab.apps.demo` runs the steps and calls these.
+`bertlab.apps.demo.runner` runs the steps and calls these.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.demo_config import (
+from bertlab.apps.demo.config import (
     DATA_DIR,
     DEV_FRACTION,
     PRETRAINED,
@@ -24,7 +24,7 @@ from bertlab.apps.demo_config import (
     WORD_VECTORS,
     DemoRecipe,
 )
-from bertlab.apps.demo_report import run_name
+from bertlab.apps.demo.report import run_name
 from bertlab.apps.flows import finetune_and_test, random_twin, seed_dir
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig

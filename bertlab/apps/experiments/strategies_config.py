@@ -1,8 +1,8 @@
 """What a strategies experiment runs: `StrategiesConfig`, the strategies and the rows, declared
 without torch so that `bertlab experiment strategies --help` lists them fast.
 
-`bertlab experiment strategies` (`bertlab.apps.strategies`) runs it; the report
-(`bertlab.apps.strategies_report`) names the same strategies from here.
+`bertlab experiment strategies` (`bertlab.apps.experiments.strategies`) runs it; the report
+(`bertlab.apps.experiments.strategies_report`) names the same strategies from here.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_rows import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE, ROWS
+from bertlab.apps.experiments.grid import GridTask
+from bertlab.apps.experiments.transfer_rows import FINETUNE_BATCH_SIZE, FINETUNE_LEARNING_RATE, ROWS
 from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
 
 FINETUNE_DIR = "finetune"

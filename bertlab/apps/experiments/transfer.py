@@ -29,6 +29,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.apps.experiments.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
+from bertlab.apps.experiments.transfer_config import (
+    SCRATCH,
+    TASK_TEXT_FILE,
+    TransferConfig,
+    arm_point_name,
+    experiment_settings,
+    point_name,
+)
+from bertlab.apps.experiments.transfer_data import (
+    TASK_TEXT_GROUP,
+    task_splits,
+    task_text,
+    write_task_text,
+)
+from bertlab.apps.experiments.transfer_options import (
+    CONTINUED,
+    GENERAL,
+    POINTED_ARMS,
+    PRETRAINED_ARMS,
+    WORD_VECTORS,
+)
+from bertlab.apps.experiments.transfer_report import (
+    PLOT_FILE,
+    TABLE_FILE,
+    results_table,
+    write_results,
+)
+from bertlab.apps.experiments.transfer_rows import DEV_FRACTION, FINETUNE_BATCH_SIZE, TEST_FRACTION
 from bertlab.apps.flows import (
     ONE_CLASS,
     RESULTS_FILE,
@@ -44,30 +73,6 @@ from bertlab.apps.flows import (
     summary,
     word_vector_model,
 )
-from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
-from bertlab.apps.transfer_config import (
-    SCRATCH,
-    TASK_TEXT_FILE,
-    TransferConfig,
-    arm_point_name,
-    experiment_settings,
-    point_name,
-)
-from bertlab.apps.transfer_data import (
-    TASK_TEXT_GROUP,
-    task_splits,
-    task_text,
-    write_task_text,
-)
-from bertlab.apps.transfer_options import (
-    CONTINUED,
-    GENERAL,
-    POINTED_ARMS,
-    PRETRAINED_ARMS,
-    WORD_VECTORS,
-)
-from bertlab.apps.transfer_report import PLOT_FILE, TABLE_FILE, results_table, write_results
-from bertlab.apps.transfer_rows import DEV_FRACTION, FINETUNE_BATCH_SIZE, TEST_FRACTION
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import OBJECTIVE_DATA, PRESETS, BertConfig, read_json_object
 from bertlab.core.finetune_config import FinetuneConfig

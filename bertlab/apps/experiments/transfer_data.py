@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_rows import DEV_FRACTION, TEST_FRACTION
+from bertlab.apps.experiments.grid import GridTask
+from bertlab.apps.experiments.transfer_rows import DEV_FRACTION, TEST_FRACTION
 from bertlab.core.atomic import write_text
 from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.data.tasks import TaggedSentence

@@ -1,8 +1,8 @@
 """What an ablation experiment runs: `AblationConfig`, its rows' labels, its settings.
 
 Its defaults, rows and columns are declared without torch in `ablation_options`, so that
-`--help` lists them fast. `bertlab experiment ablation` (`bertlab.apps.ablation`) runs it; the
-report (`bertlab.apps.ablation_report`) and the command line name the same rows and columns.
+`--help` lists them fast. `bertlab experiment ablation` (`ablation`) runs it; the report
+(`ablation_report`) and the command line name the same rows and columns.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.ablation_options import (
+from bertlab.apps.experiments.ablation_options import (
     DEFAULT_BUDGET_MINUTES,
     DEFAULT_SEEDS,
     FEATURE_LEARNING_RATE,
@@ -26,9 +26,9 @@ from bertlab.apps.ablation_options import (
     UNCAPPED_TRAIN_EXAMPLES,
     WORD_VECTORS,
 )
+from bertlab.apps.experiments.grid import GridTask
+from bertlab.apps.experiments.transfer_rows import CORPORA, FINETUNE_LEARNING_RATE
 from bertlab.apps.flows import config_settings
-from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_rows import CORPORA, FINETUNE_LEARNING_RATE
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.training.pretraining.budget import budget_recipe

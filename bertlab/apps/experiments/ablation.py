@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.ablation_config import (
+from bertlab.apps.experiments.ablation_config import (
     CORPUS_DIR,
     FEATURE_LABELS,
     FEATURE_ROW_PREFIX,
@@ -58,13 +58,23 @@ from bertlab.apps.ablation_config import (
     WORD_VECTORS_DIR,
     AblationConfig,
 )
-from bertlab.apps.ablation_options import (
+from bertlab.apps.experiments.ablation_options import (
     LTR_BILSTM,
     MLM_NSP,
     SCRATCH,
     WORD_VECTORS,
 )
-from bertlab.apps.ablation_report import PLOT_FILE, TABLE_FILE, results_tables, write_results
+from bertlab.apps.experiments.ablation_report import (
+    PLOT_FILE,
+    TABLE_FILE,
+    results_tables,
+    write_results,
+)
+from bertlab.apps.experiments.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
+from bertlab.apps.experiments.transfer_data import task_splits
+from bertlab.apps.experiments.transfer_rows import (
+    FINETUNE_LEARNING_RATE,  # experiment transfer's rate
+)
 from bertlab.apps.flows import (
     ONE_CLASS,
     RESULTS_FILE,
@@ -78,9 +88,6 @@ from bertlab.apps.flows import (
     summary,
     word_vector_model,
 )
-from bertlab.apps.grid import Cell, Column, GridTask, Scores, check_inputs, run_grid
-from bertlab.apps.transfer_data import task_splits
-from bertlab.apps.transfer_rows import FINETUNE_LEARNING_RATE  # experiment transfer's rate
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig

@@ -24,6 +24,30 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bertlab.apps.experiments.grid import (
+    TASK_SEED_COLUMN,
+    Cell,
+    Column,
+    GridTask,
+    Scores,
+    check_inputs,
+    run_grid,
+)
+from bertlab.apps.experiments.strategies_config import (
+    BERT_DEFAULT,
+    FINETUNE_DIR,
+    NOT_SETTINGS,
+    STRATEGIES,
+    STRATEGY_ROWS,
+    StrategiesConfig,
+)
+from bertlab.apps.experiments.strategies_report import TABLE_FILE, results_table, write_results
+from bertlab.apps.experiments.transfer_data import task_splits
+from bertlab.apps.experiments.transfer_rows import (
+    DEV_FRACTION,
+    FINETUNE_BATCH_SIZE,
+    TEST_FRACTION,
+)
 from bertlab.apps.flows import (
     ONE_CLASS,
     RESULTS_FILE,
@@ -35,30 +59,6 @@ from bertlab.apps.flows import (
     one_class_runs,
     seed_dir,
     summary,
-)
-from bertlab.apps.grid import (
-    TASK_SEED_COLUMN,
-    Cell,
-    Column,
-    GridTask,
-    Scores,
-    check_inputs,
-    run_grid,
-)
-from bertlab.apps.strategies_config import (
-    BERT_DEFAULT,
-    FINETUNE_DIR,
-    NOT_SETTINGS,
-    STRATEGIES,
-    STRATEGY_ROWS,
-    StrategiesConfig,
-)
-from bertlab.apps.strategies_report import TABLE_FILE, results_table, write_results
-from bertlab.apps.transfer_data import task_splits
-from bertlab.apps.transfer_rows import (
-    DEV_FRACTION,
-    FINETUNE_BATCH_SIZE,
-    TEST_FRACTION,
 )
 from bertlab.task_families import Task
 from bertlab.training.finetuning.finetune import TaskData

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.demo_config import (
+from bertlab.apps.demo.config import (
     BASELINES,
     DATA_DIR,
     DEFAULT_MINUTES,
@@ -40,8 +40,8 @@ from bertlab.apps.demo_config import (
     WORD_VECTORS,
     DemoRecipe,
 )
-from bertlab.apps.demo_report import results_table, run_name, write_report
-from bertlab.apps.demo_rows import (
+from bertlab.apps.demo.report import results_table, run_name, write_report
+from bertlab.apps.demo.rows import (
     demo_rows,
     demo_task_data,
     describe_shipped,

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.demo_config import (
+from bertlab.apps.demo.config import (
     MODELS,
     NUMBERS,
     PRETRAINED,
@@ -43,7 +43,7 @@ COLORS = {
     SHIPPED_SCRATCH: "tab:gray",
 }
 # The checkout's root, for links from the report to the docs (when they are there).
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 HOUR_TABLE = "README.md#does-pre-training-pay-off-on-a-laptop"
 BUDGET_DOCS = "docs/budget.md"
 DEMO_RESULTS = "docs/demo.md#what-the-default-measured"

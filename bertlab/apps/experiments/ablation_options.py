@@ -1,11 +1,11 @@
 """What `bertlab experiment ablation` may choose and its defaults: its rows, its columns and their
 training sizes, declared without torch so that its `--help` lists them fast;
-`bertlab.apps.ablation_config.AblationConfig` reads them.
+`bertlab.apps.experiments.ablation_config.AblationConfig` reads them.
 """
 
 from __future__ import annotations
 
-from bertlab.apps.grid import GridTask
+from bertlab.apps.experiments.grid import GridTask
 
 DEFAULT_BUDGET_MINUTES = 10.0  # per objective: three objectives pre-train for 30 minutes in all
 DEFAULT_SEEDS = (1, 2, 3)

@@ -3,8 +3,8 @@
 Its defaults, arms and objectives are declared without torch in `transfer_options`, its rows and
 corpora in `transfer_rows`, so that `--help` lists them fast.
 
-`bertlab experiment transfer` (`bertlab.apps.transfer`) runs it; `bertlab experiment compare`
-(`bertlab.apps.transfer_compare`) reads what it left. Both name the same folders and columns
+`bertlab experiment transfer` (`transfer`) runs it; `bertlab experiment compare`
+(`transfer_compare`) reads what it left. Both name the same folders and columns
 from here.
 """
 
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertlab.apps.flows import config_settings
-from bertlab.apps.grid import GridTask
-from bertlab.apps.transfer_options import (
+from bertlab.apps.experiments.grid import GridTask
+from bertlab.apps.experiments.transfer_options import (
     ARMS,
     CONTINUED,
     DEFAULT_ARMS,
@@ -33,13 +32,14 @@ from bertlab.apps.transfer_options import (
     PRETRAINED_ARMS,
     WORD_VECTORS,
 )
-from bertlab.apps.transfer_rows import (
+from bertlab.apps.experiments.transfer_rows import (
     CORPORA,
     FINETUNE_BATCH_SIZE,
     FINETUNE_LEARNING_RATE,
     IN_DOMAIN_CORPORA,
     ROWS,
 )
+from bertlab.apps.flows import config_settings
 from bertlab.core.config import PRESETS, check_training_time
 from bertlab.training.pretraining.budget import FINETUNE_DROPOUT, budget_recipe
 from bertlab.training.pretraining.loop import FINAL_DIR

@@ -8,7 +8,7 @@ splits, `transfer_config` and `strategies_config` read the rows.
 
 from __future__ import annotations
 
-from bertlab.apps.grid import GridTask
+from bertlab.apps.experiments.grid import GridTask
 
 TEST_FRACTION = 0.2  # of each task's training file, held out as its test split
 DEV_FRACTION = 0.1  # of the rest, held out to pick the best epoch

@@ -1,5 +1,5 @@
 """What `bertlab experiment transfer` may choose and its defaults, declared without torch so that
-its `--help` lists them fast; `bertlab.apps.transfer_config.TransferConfig` reads them.
+its `--help` lists them fast; `bertlab.apps.experiments.transfer_config.TransferConfig` reads them.
 
 The fine-tuning defaults are declared beside what they belong to, torch-free as well: the learning
 rate in `transfer_rows`, the dropout in `bertlab.training.pretraining.budget`.
@@ -13,7 +13,7 @@ DEFAULT_POINTS = (10.0, 30.0)  # minutes, besides 0 and the whole budget
 DEFAULT_SEEDS = (1, 2, 3)
 DEFAULT_TASK_TEXT_REPEATS = 0  # the corpus only, no task text
 PRETRAIN_OBJECTIVES = ("mlm", "mlm+nsp", "electra")  # what --pretrain-objective may choose
-# The columns `arms` may choose, besides scratch (`bertlab.apps.transfer`'s docstring says each).
+# The columns `arms` may choose, besides scratch (`transfer`'s docstring says each).
 GENERAL, IN_DOMAIN, MIXED, CONTINUED, WORD_VECTORS = (
     "general",
     "in-domain",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bertlab.training.pretraining.budget import BudgetRecipe
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "demo_data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "demo_data"
 DEFAULT_OUT = Path("runs") / "demo"
 # Of live pre-training. It ends on the unigram plateau at 1 minute as at 3 (docs/demo.md), and
 # the shipped model's fine-tuning needs the time: the whole demo stays within 8 minutes on 2 cores.
