@@ -6,7 +6,7 @@ Forward and backward of a two-layer BiLSTM (128 units per direction, BERT-Tiny's
 sentence's length and at a SQuAD window's. Both sides start from the same weights and run in this
 process, alternating, for each thread count; medians of `--repeats`, and the ratio.
 
-    flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/bench_bilstm.py
+    flock /tmp/bertlab-bench.lock .venv/bin/python lab/bench_bilstm.py
 """
 
 # Shapes: B batch, L sequence length, H hidden units per direction.
