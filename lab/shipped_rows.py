@@ -27,7 +27,7 @@ from demo_arms import summary_line  # lab/, the script's own folder
 
 from bertlab.apps.demo.config import RECIPES
 from bertlab.apps.demo.rows import demo_task_data, model_config
-from bertlab.apps.demo.runner import _step_tokenizer
+from bertlab.apps.demo.runner import train_demo_tokenizer
 from bertlab.apps.flows import finetune_and_test, random_twin
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig
@@ -73,7 +73,7 @@ def main() -> None:
     first = next((Path(folder) for folder in args.models if folder != "scratch"), None)
     tiny = None
     if "scratch" in args.models:
-        tokenizer, _ = _step_tokenizer(recipe, out, False, lambda line: None)
+        tokenizer, _ = train_demo_tokenizer(recipe, out)
         tiny = model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob)
     log: dict = {"args": vars(args), "rate": rate, "epochs": epochs, "scores": {}, "seconds": {}}
     for seed in seeds:

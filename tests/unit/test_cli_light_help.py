@@ -44,7 +44,9 @@ def test_an_experiments_flag_defaults_are_its_configs_defaults(
 ):
     """The command with no optional flag builds the config the dataclass's defaults make."""
     made = []
-    monkeypatch.setattr(f"bertlab.apps.experiments.{name}.{handler}", lambda config, **_: made.append(config))
+    monkeypatch.setattr(
+        f"bertlab.apps.experiments.{name}.{handler}", lambda config, **_: made.append(config)
+    )
     args = build_parser().parse_args(
         ["experiment", name, "--data", str(tmp_path), "--out", str(tmp_path / "out")]
     )

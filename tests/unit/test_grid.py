@@ -1,5 +1,5 @@
-"""The experiment grid (`apps.experiments.grid`): the cells' order, the results written after each cell, and
-resuming from a results file, the experiments' own included."""
+"""The experiment grid (`apps.experiments.grid`): the cells' order, the results written after
+each cell, and resuming from a results file, the experiments' own included."""
 
 from __future__ import annotations
 

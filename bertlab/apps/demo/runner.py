@@ -343,7 +343,9 @@ class _Clock:
 # --- the steps ----------------------------------------------------------------------------------
 
 
-def _step_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool, say):
+def train_demo_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool = False):
+    """The demo's vocabulary of `recipe.vocab_size` pieces trained on its built-in corpus, saved
+    to OUT/tokenizer; returns the tokenizer and the training report."""
     frequency = budget_recipe(60.0).ideograph_frequency(recipe.lang)
     config = TokenizerTrainingConfig(
         vocab_size=recipe.vocab_size, min_ideograph_frequency=frequency
@@ -352,6 +354,11 @@ def _step_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool, say):
         [DATA_DIR / recipe.corpus], config, show_progress=show_progress
     )
     tokenizer.save_pretrained(out / "tokenizer")
+    return tokenizer, report
+
+
+def _step_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool, say):
+    tokenizer, report = train_demo_tokenizer(recipe, out, show_progress)
     for line in report.summary():
         say(f"  {line}")
     pieces = tokenizer.tokenize(recipe.example_sentence)
