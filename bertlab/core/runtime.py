@@ -1,16 +1,23 @@
 """Where and how training runs: device, bf16 autocast, seeds, RNG states, torch.distributed.
 
 Shared by pre-training and fine-tuning. Nothing here reads the environment: torchrun's `RANK`,
-`WORLD_SIZE` and `LOCAL_RANK` are read by the CLI and passed in as a `DistributedContext`.
+`WORLD_SIZE` and `LOCAL_RANK` are read by the CLI and passed in as a `DistributedContext`. What
+it reads of the machine: the CPU's flags (/proc/cpuinfo) for the precision `auto` picks, and,
+where they cannot be read, a measured probe kept in the user's cache folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
+import platform
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,26 +43,154 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def bf16_is_fast(device: torch.device) -> bool:
-    """Whether bf16 matmuls run natively on `device` (and so bf16 autocast can pay off).
+# x86 CPU flags (Linux's /proc/cpuinfo names) of units that compute in bf16: AVX512-BF16 (Intel
+# Cooper Lake and Sapphire Rapids on, AMD Zen 4 on) and AMX (Intel Sapphire Rapids on). Without
+# them oneDNN emulates bf16, even where it reports bf16 "supported" (any AVX-512 CPU): on an Intel
+# Xeon with AVX-512 but no bf16 units BERT-mini's pre-training step ran at about a fifth of its
+# fp32 speed (docs/performance.md#the-precision-auto-picks).
+BF16_UNIT_FLAGS = ("avx512_bf16", "amx_bf16")
+CPU_INFO = Path("/proc/cpuinfo")
+# Where the flags cannot be read (macOS, Windows, ARM): a matmul at BERT-mini's width timed in both
+# precisions, once per machine and torch version; bf16 only when it is clearly faster.
+PROBE_WIDTH = 256  # BERT-mini's hidden size: the budget recipe's largest CPU shape
+PROBE_ROWS = 256
+PROBE_MIN_SPEEDUP = 1.2  # below this the probe's noise could pick the slower precision
+PROBE_CACHE_NAME = "precision-probe.json"  # in ~/.cache/bertlab
 
-    On CUDA: Ampere or newer. On the CPU: oneDNN's bf16 kernels need AVX512-BF16 or AMX; without
-    them (e.g. AMD Zen 3) a bf16 matmul is emulated and runs ~100x slower than fp32.
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a run computes in, and why, as the run's output and model card say it."""
+
+    precision: str  # "fp32" or "bf16"
+    reason: str  # e.g. "this CPU has no bf16 units"
+
+    def __str__(self) -> str:
+        return f"{self.precision} ({self.reason})"
+
+
+def cpu_flags(path: Path = CPU_INFO) -> frozenset[str] | None:
+    """The x86 CPU's feature flags (the first processor's `flags` line of /proc/cpuinfo); None
+    where there is no such line (not Linux, or not x86: ARM's line is `Features`)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return None
+
+
+def _time_matmul(left: torch.Tensor, right: torch.Tensor, precision: str, repeats: int) -> float:
+    """The best of `repeats` timed products (after one untimed) of `left @ right`, in seconds."""
+    best = float("inf")
+    with autocast(left.device, precision):
+        left @ right
+        for _ in range(repeats):
+            started = time.perf_counter()
+            left @ right
+            best = min(best, time.perf_counter() - started)
+    return best
+
+
+def measure_bf16_speedup() -> float:
+    """fp32's time over bf16's for a (256 x 256) x (256 x 1024) product on the CPU: above 1
+    where bf16 is faster. Where bf16 is emulated (tens of times slower) one product of each
+    tells, so the probe stays well under a second."""
+    generator = torch.Generator().manual_seed(0)
+    left = torch.randn(PROBE_ROWS, PROBE_WIDTH, generator=generator)
+    right = torch.randn(PROBE_WIDTH, 4 * PROBE_WIDTH, generator=generator)
+    fp32 = _time_matmul(left, right, "fp32", repeats=5)
+    bf16 = _time_matmul(left, right, "bf16", repeats=1)
+    if bf16 < 2 * fp32:  # close: time it as carefully as fp32
+        bf16 = min(bf16, _time_matmul(left, right, "bf16", repeats=4))
+    return fp32 / bf16
+
+
+def _probe_key() -> str:
+    """This machine and torch version (a home folder may be shared between machines)."""
+    machine = f"{platform.node()} {platform.machine()} {platform.processor()}"
+    return f"{machine}, {os.cpu_count()} cores, torch {torch.__version__}"
+
+
+def probed_bf16_speedup(cache: Path | None = None) -> float:
+    """`measure_bf16_speedup`, measured once per machine and torch version: kept in `cache`
+    (~/.cache/bertlab/precision-probe.json by default), measured again where it cannot be read."""
+    cache = Path.home() / ".cache" / "bertlab" / PROBE_CACHE_NAME if cache is None else cache
+    key = _probe_key()
+    try:
+        known = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    if isinstance(known.get(key), (int, float)):
+        return float(known[key])
+    speedup = measure_bf16_speedup()
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({**known, key: speedup}, indent=1), encoding="utf-8")
+    return speedup
+
+
+def _cpu_precision() -> PrecisionChoice:
+    flags = cpu_flags()
+    if flags is not None:
+        units = [flag for flag in BF16_UNIT_FLAGS if flag in flags]
+        if units:
+            return PrecisionChoice("bf16", f"this CPU has bf16 units ({', '.join(units)})")
+        return PrecisionChoice("fp32", "this CPU has no bf16 units")
+    speedup = probed_bf16_speedup()
+    if speedup >= PROBE_MIN_SPEEDUP:
+        return PrecisionChoice("bf16", f"bf16 measured {speedup:.1f}x as fast as fp32 on this CPU")
+    return PrecisionChoice("fp32", f"bf16 measured {speedup:.2f}x fp32's speed on this CPU")
+
+
+def choose_precision(precision: str, device: torch.device) -> PrecisionChoice:
+    """The precision to compute in on `device`, and why.
+
+    `auto` is bf16 only where bf16 is faster: on CUDA, a GPU that computes in bf16 (Ampere or
+    newer); on an x86 CPU, one with bf16 units (BF16_UNIT_FLAGS); on a CPU whose flags cannot be
+    read, where a short measured probe finds bf16 faster. fp32 everywhere else.
+
+    Raises:
+        ValueError: `precision` is not one of PRECISIONS.
     """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
+    if precision != "auto":
+        return PrecisionChoice(precision, "as asked")
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        if torch.cuda.is_bf16_supported():
+            return PrecisionChoice("bf16", "this GPU computes in bf16")
+        return PrecisionChoice("fp32", "this GPU has no bf16 support")
     if device.type == "cpu":
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    return False
+        return _cpu_precision()
+    return PrecisionChoice("fp32", f"no bf16 autocast on {device.type}")
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """`auto` becomes `bf16` where bf16 is fast on `device`, else `fp32`."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
-    if precision == "auto":
-        return "bf16" if bf16_is_fast(device) else "fp32"
-    return precision
+    """`choose_precision`'s precision: "fp32" or "bf16"."""
+    return choose_precision(precision, device).precision
+
+
+@contextlib.contextmanager
+def denormals_flushed(device: torch.device) -> Iterator[None]:
+    """Treat denormal floats as zero on the CPU for the block (the training loops).
+
+    Values below ~1.2e-38 (weights decayed towards zero, gradients of saturated units) take a
+    slow microcode path on x86; a step full of them ran tens of times slower. Flushing them to
+    zero changes results only below that size. Set back to IEEE behaviour after the block.
+    """
+    if device.type != "cpu" or not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:

@@ -446,7 +446,7 @@ def _finetuning_recipe(task: Task, config: FinetuneConfig, result: FinetuneResul
         "frozen": result.frozen,
         "trainable parameters": result.trainable_parameters,
         "max sequence length": task.max_seq_length,
-        "precision": config.precision,
+        "precision": config.precision if result.precision is None else str(result.precision),
         "seed": result.seed,
     }
 

@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
-from bertlab.core.runtime import autocast, resolve_precision
+from bertlab.core.runtime import PrecisionChoice, autocast, choose_precision, denormals_flushed
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.network.heads import BertForTask
 from bertlab.training.finetuning.one_class import OneClassCollapse
@@ -63,6 +63,7 @@ class FinetuneResult:
     trainable_parameters: int | None = None
     strategy: dict[str, Any] = field(default_factory=dict)  # `describe_strategy`
     one_class: OneClassCollapse | None = None  # the best epoch's dev predictions were one class
+    precision: PrecisionChoice | None = None  # what training computed in, and why
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class FinetuneResult:
             "best_dir": None if self.best_dir is None else str(self.best_dir),
             "strategy": self.strategy,
             "one_class": None if self.one_class is None else self.one_class.to_json(),
+            "precision": None if self.precision is None else str(self.precision),
         }
 
 
@@ -221,7 +223,8 @@ class FinetuneLoop:
             raise ValueError("no training examples")
         self.model, self.features, self.config, self.log = model, features, config, log
         self.device = next(model.parameters()).device
-        self.precision = resolve_precision(config.precision, self.device)
+        self.precision_choice = choose_precision(config.precision, self.device)
+        self.precision = self.precision_choice.precision
         self.lengths = feature_lengths(features)
         self.rng = random.Random(config.seed)  # batch order; dropout uses torch's seeded RNG
         micro_batches = math.ceil(len(features) / config.micro_batch_size)
@@ -287,13 +290,14 @@ class FinetuneLoop:
         accumulation = self.config.gradient_accumulation_steps
         window: list[float] = []
         epoch_losses: list[float] = []
-        for start in range(0, len(batches), accumulation):
-            loss = self.optimizer_step(batches[start : start + accumulation])
-            window.append(loss)
-            epoch_losses.append(loss)
-            if self.step % self.config.log_every_steps == 0:
-                self.log_train(epoch, window)
-                window = []
+        with denormals_flushed(self.device):
+            for start in range(0, len(batches), accumulation):
+                loss = self.optimizer_step(batches[start : start + accumulation])
+                window.append(loss)
+                epoch_losses.append(loss)
+                if self.step % self.config.log_every_steps == 0:
+                    self.log_train(epoch, window)
+                    window = []
         if window:
             self.log_train(epoch, window)
         return sum(epoch_losses) / len(epoch_losses)
@@ -365,6 +369,7 @@ def train_task_model(
     """
     log = MetricsLog(out / METRICS_FILE)
     loop = FinetuneLoop(model, features, config, log, show_progress)
+    logger.info("computing in %s", loop.precision_choice)
     frozen = describe_frozen(model)
     trainable_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     strategy = describe_strategy(config, loop.learning_rates)
@@ -419,6 +424,7 @@ def train_task_model(
         frozen=frozen,
         trainable_parameters=trainable_parameters,
         strategy=strategy,
+        precision=loop.precision_choice,
     )
 
 

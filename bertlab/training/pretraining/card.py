@@ -9,6 +9,7 @@ from typing import Any
 
 from bertlab.core.config import BertConfig
 from bertlab.core.model_card import ModelCard
+from bertlab.core.runtime import PrecisionChoice
 from bertlab.data.preflight import PreflightReport
 from bertlab.training.pretraining.data import held_out_split
 from bertlab.training.pretraining.loop import PretrainResult
@@ -75,7 +76,7 @@ def pretraining_card(
             f"held out for evaluation: the last {held_out:,} documents",
             f"vocabulary: {model_config.vocab_size:,} pieces, {vocabulary}",
         ],
-        recipe=_pretraining_recipe(run, model_config, world_size),
+        recipe=_pretraining_recipe(run, model_config, world_size, result.precision),
         metrics=metrics,
         metrics_note=note,
         how_to_use=[
@@ -89,7 +90,12 @@ def pretraining_card(
     )
 
 
-def _pretraining_recipe(run: ResolvedRun, model_config: BertConfig, world_size: int) -> dict:
+def _pretraining_recipe(
+    run: ResolvedRun,
+    model_config: BertConfig,
+    world_size: int,
+    precision: PrecisionChoice | None,
+) -> dict:
     data, loop = run.data, run.loop
     recipe = {
         "objective": data.objective,
@@ -102,7 +108,7 @@ def _pretraining_recipe(run: ResolvedRun, model_config: BertConfig, world_size: 
         "schedule": f"{loop.schedule}, warmup {loop.warmup_proportion:g} of the run",
         "weight decay": loop.weight_decay,
         "dropout while pre-training": model_config.hidden_dropout_prob,
-        "precision": loop.precision,
+        "precision": loop.precision if precision is None else str(precision),
         "seed": loop.seed,
         "processes": world_size,
     }

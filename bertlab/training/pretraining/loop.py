@@ -44,10 +44,12 @@ from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
+    PrecisionChoice,
     autocast,
+    choose_precision,
+    denormals_flushed,
     gathered,
     host_reads_are_free,
-    resolve_precision,
     rng_state,
     set_rng_state,
     set_seed,
@@ -108,6 +110,7 @@ class PretrainResult:
     final_dir: Path | None
     last_eval: dict[str, float] | None
     recipe: str | None = None  # the run's settings in words, as trained (`run_pretraining`)
+    precision: PrecisionChoice | None = None  # what the loop computed in, and why
 
 
 def passed_a_mark(before: float, now: float, every: float) -> bool:
@@ -151,7 +154,10 @@ def pretrain(
             does not fit in memory.
     """
     run = _Run(model, tokenizer, corpus, data_config, config, Path(out_dir), context)
-    with frozen_untrained_modules(run.model, run.objective.untrained_modules):
+    with (
+        frozen_untrained_modules(run.model, run.objective.untrained_modules),
+        denormals_flushed(run.device),
+    ):
         if resume:
             run.resume()
         return run.train(show_progress)
@@ -203,7 +209,8 @@ class _Run:
         self.objective = objective_of(data_config)
         self.out_dir, self.context = out_dir, context
         self.device = context.device()
-        self.precision = resolve_precision(config.precision, self.device)
+        self.precision_choice = choose_precision(config.precision, self.device)
+        self.precision = self.precision_choice.precision
         self.model = model.to(self.device)
         self.optimizer = build_optimizer(self.model, config.learning_rate, config.weight_decay)
         self.defers_finite_check = _defers_finite_check(self.device, self.optimizer)
@@ -301,7 +308,7 @@ class _Run:
         if self._checkpointing() and self.checkpoint_step != self.progress.step:
             self._save_checkpoint()
         final_dir = self._save_final() if context.is_main else None
-        return PretrainResult(self.progress, final_dir, last_eval)
+        return PretrainResult(self.progress, final_dir, last_eval, precision=self.precision_choice)
 
     def _done(self) -> bool:
         if self.config.max_steps is not None:

@@ -41,6 +41,7 @@ from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
     barrier,
+    choose_precision,
     from_main,
     gathered,
     set_seed,
@@ -191,7 +192,8 @@ def _run(
         f"model: {num_parameters / 1e6:.1f}M parameters, {model_config.num_hidden_layers} layers, "
         f"hidden {model_config.hidden_size}; global batch "
         f"{loop_config.batch_size * context.world_size} x {data_config.max_seq_length} tokens; "
-        f"{context.world_size} process(es)"
+        f"{context.world_size} process(es); "
+        f"{choose_precision(loop_config.precision, context.device())}"
     )
     result = pretrain(
         model,
