@@ -114,19 +114,42 @@ def with_features(args: argparse.Namespace, task):
     return dataclasses.replace(task, features=features)
 
 
-def finetune_config(args: argparse.Namespace):
-    """The `FinetuneConfig` of the flags (each flag's destination is the field of its name);
-    --epochs not given is the task's number of epochs."""
+def finetune_config(args: argparse.Namespace, source=None):
+    """The `FinetuneConfig` of the flags (each flag's destination is the field of its name).
+    --learning-rate and --epochs not given are chosen by the width of the model `source` names
+    (`FINETUNE_DEFAULTS_BY_WIDTH`; without a source, BERT-base's rate), the choice logged."""
     import dataclasses
 
-    from bertlab.core.finetune_config import FinetuneConfig
+    from bertlab.core.finetune_config import BERT_BASE_DEFAULTS, FinetuneConfig, width_defaults
 
     names = [f.name for f in dataclasses.fields(FinetuneConfig)]
     flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]
     values = {name: getattr(args, name) for name in flagged}
-    if values["num_train_epochs"] is None:
-        values["num_train_epochs"] = default_epochs(args.task)
+    if values["learning_rate"] is None or values["num_train_epochs"] is None:
+        width = None if source is None else model_width(source)
+        row = BERT_BASE_DEFAULTS if width is None else width_defaults(width)
+        if values["learning_rate"] is None:
+            values["learning_rate"] = row.learning_rate
+        if values["num_train_epochs"] is None:
+            values["num_train_epochs"] = row.num_train_epochs or default_epochs(args.task)
+        if width is not None:
+            logger.info(
+                row.describe(width, values["learning_rate"], values["num_train_epochs"])
+                + " (--learning-rate and --epochs set them)"
+            )
     return FinetuneConfig(**values)
+
+
+def model_width(source) -> int | None:
+    """The hidden size of the encoder `source` (a `ModelSource`) starts from; None when its
+    config names none."""
+    from bertlab.core.config import BertConfig, read_json_object
+    from bertlab.core.hub import resolve
+
+    if source.directory is None:
+        return BertConfig.from_preset(source.model_size).hidden_size
+    width = read_json_object(resolve(source.directory) / "config.json").get("hidden_size")
+    return width if isinstance(width, int) else None
 
 
 def default_epochs(task: str) -> int:

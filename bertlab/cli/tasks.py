@@ -153,7 +153,7 @@ def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
         metavar="EPOCHS",
         type=int,
         default=None,
-        help="(default: the task's, 3 for most tasks)",
+        help="(default: by the model's width, see --learning-rate)",
     )
     add("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
     add(
@@ -164,8 +164,10 @@ def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
     add(
         "--learning-rate",
         type=float,
-        default=defaults.learning_rate,
-        help="the peak rate (default: %(default)g)",
+        default=None,
+        help="the peak rate (default: by the model's width, with --epochs: 1e-3 x 4 epochs up "
+        "to 128 wide, 3e-4 x 4 up to 256, 1e-4 x 4 up to 512, else BERT's 2e-5 x the task's "
+        "epochs; the run says which)",
     )
     add(
         "--batch-size",
@@ -392,7 +394,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     task = configs.with_features(args, configs.task_of(args))
     source = configs.model_source(args)
     seeds = configs.seeds(args)
-    config = configs.finetune_config(args)  # validates the flags before reading data
+    config = configs.finetune_config(args, source)  # validates the flags before reading data
     data = read_task_data(
         task,
         Path(args.train),

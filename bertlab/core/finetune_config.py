@@ -164,3 +164,54 @@ class FinetuneConfig:
     def micro_batch_size(self) -> int:
         """Examples per forward pass: the batch split over the accumulation steps."""
         return self.batch_size // self.gradient_accumulation_steps
+
+
+# --- the defaults by model size -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WidthDefaults:
+    """The learning rate and epochs that fine-tuning takes, when not given, for models up to
+    `max_hidden_size` wide: what `PretrainedBert.fit` and `bertlab finetune` both use."""
+
+    max_hidden_size: int | None  # None: any wider model
+    learning_rate: float
+    num_train_epochs: int | None  # None: the task's own (BERT A.3: 3 for every bertlab task)
+    model: str  # the models of this width, in words
+    source: str  # where the values come from
+
+    def describe(self, hidden_size: int, learning_rate: float, epochs: int) -> str:
+        """The choice in words, for the run's output."""
+        return (
+            f"learning rate {learning_rate:g}, {epochs} epochs: the defaults for a model "
+            f"{hidden_size} wide ({self.model}; {self.source})"
+        )
+
+
+# Smallest first; a model wider than the last row takes BERT_BASE_DEFAULTS. docs/models.md's table
+# of fine-tuning defaults is this one (a test compares them).
+FINETUNE_DEFAULTS_BY_WIDTH = (
+    # BERT-Tiny (2 x 128): the demo's rate and epochs (2e-4 x 3 epochs stayed at the majority).
+    WidthDefaults(128, 1e-3, 4, "BERT-Tiny", "the demo's"),
+    # BERT-mini (4 x 256): measured on SST-2 for the shipped model and its random twin (3e-4: no
+    # seed learned one class; 1e-3 and 5e-4: one seed in three did).
+    WidthDefaults(256, 3e-4, 4, "BERT-mini", "measured on SST-2"),
+    # BERT-small (4 x 512) and BERT-medium (8 x 512): NOT measured here. A rate between mini's and
+    # base's, from the grid of Google's smaller BERT models (google-research/bert README, "Smaller
+    # BERT Models": 3e-4, 1e-4, 5e-5 or 3e-5, 4 epochs).
+    WidthDefaults(
+        512, 1e-4, 4, "BERT-small, BERT-medium", "between mini's and base's; not measured"
+    ),
+)
+# BERT-base and larger: the paper's grid (Appendix A.3: 5e-5, 3e-5 or 2e-5 for 2 to 4 epochs).
+BERT_BASE_DEFAULTS = WidthDefaults(
+    None, FinetuneConfig.learning_rate, None, "BERT-base or larger", "the BERT paper's, A.3"
+)
+
+
+def width_defaults(hidden_size: int) -> WidthDefaults:
+    """The row of FINETUNE_DEFAULTS_BY_WIDTH for a model `hidden_size` wide."""
+    for row in FINETUNE_DEFAULTS_BY_WIDTH:
+        if row.max_hidden_size is not None and hidden_size <= row.max_hidden_size:
+            return row
+    return BERT_BASE_DEFAULTS

@@ -490,6 +490,39 @@ def test_finetune_flags_become_the_config_and_the_task_inputs() -> None:
 
 
 @pytest.mark.parametrize(
+    ("size", "learning_rate", "epochs"),
+    [("tiny", 1e-3, 4), ("mini", 3e-4, 4), ("small", 1e-4, 4), ("base", 2e-5, 3)],
+)
+def test_finetune_chooses_the_rate_and_epochs_by_the_models_width_and_says_so(
+    caplog, size, learning_rate, epochs
+) -> None:
+    common = ["finetune", "--task", "sst2", "--train", "t", "--out", "o", "--from-scratch"]
+    args = build_parser().parse_args([*common, "--model-size", size, "--tokenizer", "v"])
+    with caplog.at_level(logging.INFO, logger="bertlab"):
+        config = task_configs.finetune_config(args, task_configs.model_source(args))
+    assert (config.learning_rate, config.num_train_epochs) == (learning_rate, epochs)
+    said = [record.getMessage() for record in caplog.records]
+    assert any(f"learning rate {learning_rate:g}, {epochs} epochs" in line for line in said)
+    given = build_parser().parse_args(
+        [*common, "--model-size", size, "--tokenizer", "v", "--learning-rate", "5e-5"]
+    )
+    config = task_configs.finetune_config(given, task_configs.model_source(given))
+    assert (config.learning_rate, config.num_train_epochs) == (5e-5, epochs)  # the flag wins
+
+
+def test_finetune_of_the_shipped_mini_takes_minis_rate_not_bases(caplog) -> None:
+    args = build_parser().parse_args(
+        ["finetune", "--task", "sst2", "--train", "t", "--out", "o"]
+        + ["--model", "bertlab:mini-reviews-en"]
+    )
+    with caplog.at_level(logging.INFO, logger="bertlab"):
+        config = task_configs.finetune_config(args, task_configs.model_source(args))
+    assert (config.learning_rate, config.num_train_epochs) == (3e-4, 4)
+    said = " ".join(record.getMessage() for record in caplog.records)
+    assert "a model 256 wide (BERT-mini; measured on SST-2)" in said
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ("--model-size", "tiny"),  # neither --model nor --from-scratch

@@ -32,3 +32,17 @@ def test_the_python_examples_of_docs_models_run(hub_cache, tmp_path, monkeypatch
     assert (tmp_path / "runs" / "sst2" / "best" / "README.md").is_file()
     assert namespace["best"].task.name == "sst2"
     assert "PretrainedBert('bert-base-uncased'" in capsys.readouterr().out
+
+
+def test_the_fine_tuning_defaults_table_is_the_codes():
+    from bertlab.core.finetune_config import BERT_BASE_DEFAULTS, FINETUNE_DEFAULTS_BY_WIDTH
+
+    text = DOC.read_text(encoding="utf-8")
+    table = text[text.index("| model (hidden size) | learning rate | epochs | from |") :]
+    rows = [line.split("|")[2:4] for line in table.splitlines()[2:] if line.startswith("|")]
+    documented = [(float(rate), epochs.strip().split()[0]) for rate, epochs in rows]
+    declared = [
+        (row.learning_rate, str(row.num_train_epochs or 3))
+        for row in (*FINETUNE_DEFAULTS_BY_WIDTH, BERT_BASE_DEFAULTS)
+    ]
+    assert documented == declared

@@ -26,7 +26,11 @@ from bertlab.core.atomic import (
     write_json,
 )
 from bertlab.core.config import BertConfig
-from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.finetune_config import (
+    SLANTED_TRIANGULAR_SCHEDULE,
+    FinetuneConfig,
+    width_defaults,
+)
 from bertlab.core.model_card import ModelCard, write_model_card
 from bertlab.core.outputs import check_outputs
 from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced
@@ -103,40 +107,14 @@ def write_task_model(directory: Path, model: BertForTask, tokenizer: Tokenizer, 
 
 # --- the defaults of `PretrainedBert.fit` ---------------------------------------------------------
 
-# (largest hidden_size, peak learning rate, epochs), smallest first; a wider model gets
-# `FinetuneConfig`'s own (BERT-base and larger: the paper's grid, Appendix A.3, is 5e-5, 3e-5 and
-# 2e-5 for 2 to 4 epochs; FinetuneConfig takes 2e-5 and 3).
-FIT_DEFAULTS_BY_WIDTH = (
-    # BERT-Tiny (2 x 128): the demo's rate and epochs (2e-4 x 3 epochs stayed at the majority).
-    (128, 1e-3, 4),
-    # BERT-mini (4 x 256): measured on SST-2 for the shipped model and its random twin
-    # (3e-4: no seed learned one class; 1e-3 and 5e-4: one seed in three did).
-    (256, 3e-4, 4),
-    # BERT-small (4 x 512) and BERT-medium (8 x 512): NOT measured here. A rate between mini's
-    # and base's, from the grid of Google's smaller BERT models (google-research/bert README,
-    # "Smaller BERT Models": 3e-4, 1e-4, 5e-5 or 3e-5, 4 epochs).
-    (512, 1e-4, 4),
-)
-
 
 def default_finetune_config(model_config: BertConfig) -> FinetuneConfig:
     """`PretrainedBert.fit`'s settings when it is given none: the learning rate and the epochs
-    chosen by the encoder's width, the rest `FinetuneConfig`'s (batch 32, warmup 10%, ...).
-
-    | hidden_size         | model                  | learning rate | epochs | source        |
-    |---------------------|------------------------|---------------|--------|---------------|
-    | up to 128           | BERT-Tiny              | 1e-3          | 4      | the demo's    |
-    | 129 to 256          | BERT-mini              | 3e-4          | 4      | measured here |
-    | 257 to 512          | BERT-small, -medium    | 1e-4          | 4      | not measured  |
-    | over 512            | BERT-base, -large      | 2e-5          | 3      | BERT A.3      |
-
-    `bertlab finetune` keeps `FinetuneConfig`'s defaults (BERT-base's) whatever the model: its
-    flags say what it trains with.
-    """
-    for width, learning_rate, epochs in FIT_DEFAULTS_BY_WIDTH:
-        if model_config.hidden_size <= width:
-            return FinetuneConfig(learning_rate=learning_rate, num_train_epochs=epochs)
-    return FinetuneConfig()
+    chosen by the encoder's width (`core.finetune_config.FINETUNE_DEFAULTS_BY_WIDTH`, the table
+    `bertlab finetune` reads too), the rest `FinetuneConfig`'s (batch 32, warmup 10%, ...)."""
+    row = width_defaults(model_config.hidden_size)
+    epochs = row.num_train_epochs or FinetuneConfig.num_train_epochs
+    return FinetuneConfig(learning_rate=row.learning_rate, num_train_epochs=epochs)
 
 
 # --- one task, end to end -------------------------------------------------------------------------
