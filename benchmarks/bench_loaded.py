@@ -135,11 +135,12 @@ def run_once(
     niceness: int = 0,
     hogs: int = 1,
     hog: str = "python",
+    extra_env: dict[str, str] | None = None,
 ) -> dict:
     """One command in a fresh process (with `hogs` processes of kind `hog` beside it when
     `loaded`), `niceness` below the hogs' priority (0: the same)."""
     shutil.rmtree(out, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=str(tree)) | (extra_env or {})
     code, hog_env = HOGS[hog]
     hog_processes = [
         subprocess.Popen([sys.executable, "-c", code], env=_without_wait_policy() | hog_env)
@@ -193,6 +194,13 @@ def main() -> None:
         default=[],
         help="NAME=TREE:FLAGS, e.g. 'after-1-thread=after:--threads 1' (repeatable)",
     )
+    parser.add_argument(
+        "--env-variant",
+        action="append",
+        default=[],
+        help="NAME=TREE:VAR=VALUE[,VAR=VALUE], e.g. 'spin2k=after:GOMP_SPINCOUNT=2000': the "
+        "tree's commands with these environment variables (repeatable)",
+    )
     parser.add_argument("--cases", default="pretrain,finetune")
     parser.add_argument("--sizes", default=",".join(SIZES))
     parser.add_argument("--rounds", type=int, default=2)
@@ -219,12 +227,17 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="write every run and the summary here")
     args = parser.parse_args()
     trees = dict(item.split("=", 1) for item in args.tree)
-    settings = {name: (Path(path).resolve(), []) for name, path in trees.items()}
+    settings = {name: (Path(path).resolve(), [], {}) for name, path in trees.items()}
     for item in args.variant:
         name, spec = item.split("=", 1)
         tree, flags = spec.split(":", 1)
-        settings[name] = (Path(trees[tree]).resolve(), flags.split())
-    for tree, _ in settings.values():
+        settings[name] = (Path(trees[tree]).resolve(), flags.split(), {})
+    for item in args.env_variant:
+        name, spec = item.split("=", 1)
+        tree, variables = spec.split(":", 1)
+        env = dict(pair.split("=", 1) for pair in variables.split(","))
+        settings[name] = (Path(trees[tree]).resolve(), [], env)
+    for tree, _, _ in settings.values():
         check_tree(tree)
     work = Path(args.work_dir)
     inputs = write_inputs(work, args.finetune_examples)
@@ -234,18 +247,21 @@ def main() -> None:
     run_once(first_tree, warm, work / "warm", loaded=False)  # builds the corpus cache (not timed)
     print(
         f"{os.cpu_count()} cores; settings: "
-        + "; ".join(f"{n} = {t} {' '.join(f)}".strip() for n, (t, f) in settings.items()),
+        + "; ".join(
+            f"{n} = {t} {' '.join(f)} {' '.join(f'{k}={v}' for k, v in e.items())}".strip()
+            for n, (t, f, e) in settings.items()
+        ),
         flush=True,
     )
     runs = []
     for round_index in range(args.rounds):
         for case in args.cases.split(","):
             for size in args.sizes.split(","):
-                for name, (tree, flags) in settings.items():
+                for name, (tree, flags, env) in settings.items():
                     for loaded in (False, True):
                         argv = command(case, size, inputs, work / "out", args) + flags
                         record = run_once(
-                            tree, argv, work / "out", loaded, args.nice, args.hogs, args.hog
+                            tree, argv, work / "out", loaded, args.nice, args.hogs, args.hog, env
                         )
                         record |= {
                             "round": round_index,

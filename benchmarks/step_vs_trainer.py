@@ -22,7 +22,14 @@ by the same clock (torch's global optimizer step hook): everything either loop d
 are left out and `--steps` are timed. Every batch holds B x L tokens of text on both sides
 (grouped texts; packed documents, whose only short sequence is the last). The arms
 alternate in each of `--rounds` rounds; each round prints bertlab's tokens/s over the Trainer's at
-the same precision, and the end their medians.
+the same precision, and the end their medians. `--precisions` may name `auto` as well: bertlab at
+its default precision, against the Trainer at its own default (fp32).
+
+Before each arm the script waits until no other process is busy (`quiet.py`: none above a fifth
+of a core over a second) and prints the load average; an arm that found the machine busy marks
+its round "not quiet". `--loaded-rounds N` adds N rounds with one other CPU-bound process
+(`python -c "while True: pass"`) running beside every arm. Quiet and loaded rounds are reported
+apart.
 
     flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/step_vs_trainer.py
     flock /tmp/bertlab-bench.lock .venv/bin/python benchmarks/step_vs_trainer.py \\
@@ -43,6 +50,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from quiet import wait_until_quiet
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WIKI = REPO_ROOT.parent / "shared" / "data" / "corpus_en" / "enwiki_sample_2021.txt.gz"
@@ -271,17 +280,88 @@ def arm(args: argparse.Namespace) -> None:
 # --- the rounds -----------------------------------------------------------------------------------
 
 
-def launch(args: argparse.Namespace, side: str, precision: str, text: Path, vocab: Path) -> dict:
+HOG = "while True: pass"  # the other CPU-bound process of a loaded round
+
+
+def launch(
+    args: argparse.Namespace, side: str, precision: str, text: Path, vocab: Path, loaded: bool
+) -> dict:
+    """One arm in its own process, after waiting for a quiet machine; `loaded`: beside HOG."""
     command = [sys.executable, __file__, "--arm", side, "--precision", precision]
     command += ["--work", str(args.work), "--text", str(text), "--vocab", str(vocab)]
     command += ["--size", args.size, "--steps", str(args.steps), "--warmup", str(args.warmup)]
     command += ["--profile", str(args.profile)]
     command += [] if args.workers is None else ["--workers", str(args.workers)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+    state = wait_until_quiet()
+    hog = subprocess.Popen([sys.executable, "-c", HOG]) if loaded else None
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         raise SystemExit(f"{side} {precision} failed:\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1].removeprefix("RESULT "))
+    return json.loads(lines[-1].removeprefix("RESULT ")) | {"machine": state}
+
+
+def arms_of(precisions: list[str]) -> list[tuple[str, str]]:
+    """(side, precision) of every arm: both sides at each precision; `auto` is bertlab's alone
+    (the Trainer's default is fp32)."""
+    return [
+        (side, precision)
+        for precision in precisions
+        for side in SIDES
+        if not (precision == "auto" and side == "hf")
+    ]
+
+
+def ratio_of(row: dict, precision: str) -> float:
+    """bertlab over the Trainer at `precision`; `auto` against the Trainer's default, fp32."""
+    trainer = "fp32" if precision == "auto" else precision
+    return row["bertlab", precision] / row["hf", trainer]
+
+
+def run_round(args, precisions, text, vocab, number: int, loaded: bool) -> tuple[dict, bool]:
+    """One round of every arm, the sides' order alternating between rounds; (tokens/s by arm,
+    whether every arm found the machine quiet)."""
+    arms = arms_of(precisions)
+    if number % 2:
+        arms = [(side, p) for p in precisions for side, q in arms[::-1] if q == p]
+    row, quiet = {}, True
+    for side, precision in arms:
+        result = launch(args, side, precision, text, vocab, loaded)
+        row[side, precision] = result["tokens_per_second"]
+        machine = result["machine"]
+        quiet = quiet and machine["quiet"]
+        busy = "" if machine["quiet"] else "; busy: " + ", ".join(machine["busy"])
+        speed = f"{row[side, precision]:,.0f} tokens/s"
+        load = f"load before {machine['load']:.2f}{busy}"
+        print(f"  {side} {precision}: {speed} ({load})", flush=True)
+        if args.profile:
+            ms = sorted(result["profile_ms"].items(), key=lambda item: -item[1])
+            groups = ", ".join(f"{name} {value:.0f}" for name, value in ms)
+            step = statistics.median(result["step_ms"])
+            other = ", ".join(f"{k} {v:.0f}" for k, v in result["other_ms"].items())
+            print(f"    step {step:.0f} ms; self CPU ms a step: {groups}; largest in other: "
+                  f"{other}", flush=True)  # fmt: skip
+    return row, quiet
+
+
+def report(kind: str, rounds: list[dict], precisions: list[str]) -> None:
+    if not rounds:
+        return
+    print(f"{kind} ({len(rounds)} rounds):")
+    for side, precision in arms_of(precisions):
+        values = [row[side, precision] for row in rounds]
+        print(f"  {side} {precision}: median {statistics.median(values):,.0f} tokens/s")
+    for precision in precisions:
+        values = [ratio_of(row, precision) for row in rounds]
+        against = " (Trainer fp32)" if precision == "auto" else ""
+        each = ", ".join(f"{value:.2f}" for value in values)
+        print(f"  bertlab / Trainer, {precision}{against}: median {statistics.median(values):.2f}x "
+              f"({min(values):.2f}-{max(values):.2f}; rounds {each})")  # fmt: skip
 
 
 def main() -> None:
@@ -289,8 +369,13 @@ def main() -> None:
     parser.add_argument("--vocab", help="a vocab.txt (default: one trained on the text)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="pieces of that vocabulary")
     parser.add_argument("--size", choices=SHAPES, default="mini")
-    parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--precisions", default="fp32,bf16,auto", help="comma-separated: fp32, bf16, auto"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds on a quiet machine")
+    parser.add_argument(
+        "--loaded-rounds", type=int, default=0, help="rounds beside one CPU-bound process"
+    )
     parser.add_argument("--steps", type=int, default=30, help="timed steps an arm")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--lines", type=int, default=20_000, help="lines of Wikipedia")
@@ -308,40 +393,23 @@ def main() -> None:
     args.work = Path(args.work).resolve()
     text, vocab = prepare(args.work, args.lines, args.vocab, args.vocab_size)
     precisions = [p for p in args.precisions.split(",") if p]
+    if "auto" in precisions and "fp32" not in precisions:
+        precisions.insert(0, "fp32")  # auto is compared with the Trainer's fp32
     pieces = len(vocab.read_text(encoding="utf-8").splitlines())
     print(f"{cpu_name()}; BERT-{args.size}, {pieces:,} pieces, masked LM at 15%, batch "
           f"{BATCH_SIZE} x {SEQ_LEN} packed; tokens/s over {args.steps} steps after "
           f"{args.warmup}", flush=True)  # fmt: skip
-    ratios: dict[str, list[float]] = {p: [] for p in precisions}
-    speeds: dict[str, list[float]] = {}
-    for round_number in range(args.rounds):
-        sides = SIDES if round_number % 2 == 0 else SIDES[::-1]
-        row = {}
-        for precision in precisions:
-            for side in sides:
-                result = launch(args, side, precision, text, vocab)
-                row[side, precision] = result["tokens_per_second"]
-                speeds.setdefault(f"{side} {precision}", []).append(row[side, precision])
-                if args.profile:
-                    ms = sorted(result["profile_ms"].items(), key=lambda item: -item[1])
-                    groups = ", ".join(f"{name} {value:.0f}" for name, value in ms)
-                    step = statistics.median(result["step_ms"])
-                    other = ", ".join(f"{k} {v:.0f}" for k, v in result["other_ms"].items())
-                    print(f"  {side} {precision}: step {step:.0f} ms; self CPU ms a step: "
-                          f"{groups}; largest in other: {other}", flush=True)  # fmt: skip
-            ratios[precision].append(row["bertlab", precision] / row["hf", precision])
-        line = "; ".join(
-            f"{p}: Trainer {row['hf', p]:,.0f}, bertlab {row['bertlab', p]:,.0f} "
-            f"({ratios[p][-1]:.2f}x)"
-            for p in precisions
-        )
-        print(f"round {round_number + 1}: {line}", flush=True)
-    for name, values in speeds.items():
-        print(f"{name}: median {statistics.median(values):,.0f} tokens/s")
-    for precision in precisions:
-        values = ratios[precision]
-        print(f"bertlab / Trainer, {precision}: median {statistics.median(values):.2f}x "
-              f"({min(values):.2f}-{max(values):.2f})")  # fmt: skip
+    quiet_rounds, busy_rounds, loaded_rounds = [], [], []
+    for number in range(args.rounds + args.loaded_rounds):
+        loaded = number >= args.rounds
+        row, quiet = run_round(args, precisions, text, vocab, number, loaded)
+        kind = "loaded" if loaded else ("quiet" if quiet else "not quiet")
+        line = "; ".join(f"{p} {ratio_of(row, p):.2f}x" for p in precisions)
+        print(f"round {number + 1} ({kind}): bertlab / Trainer {line}", flush=True)
+        (loaded_rounds if loaded else quiet_rounds if quiet else busy_rounds).append(row)
+    report("quiet machine", quiet_rounds, precisions)
+    report("machine busy before an arm (not quiet)", busy_rounds, precisions)
+    report("beside one other CPU-bound process", loaded_rounds, precisions)
 
 
 if __name__ == "__main__":
