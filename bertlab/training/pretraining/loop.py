@@ -452,7 +452,15 @@ class _Run:
 
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
-        values = evaluate(self.model, batches, self.device, self.precision, self.objective)
+        objective = self.objective
+        values = evaluate(
+            self.model,
+            batches,
+            self.device,
+            self.precision,
+            objective.batch_stats,
+            objective.detection_scores,
+        )
         if self.unigram is not None:  # measured once on these batches (`train`)
             values["mlm_unigram_accuracy"] = self.unigram
         values = self.objective.named(values)
