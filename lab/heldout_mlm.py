@@ -22,13 +22,13 @@ from pathlib import Path
 import torch
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.run_folder import FINAL_DIR
 from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretraining.data import EVAL_SEED_OFFSET, held_out_split
-from bertlab.training.pretraining.loop import FINAL_DIR
 from bertlab.training.pretraining.objectives import OBJECTIVES
 from bertlab.training.pretraining.stats import evaluate
 

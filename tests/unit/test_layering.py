@@ -19,8 +19,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # entry. The package's root holds one folder per group of layers.
 LAYERS = (
     ("core", "tokenizer", "network"),  # the folders themselves: docstrings only
-    # files; where outputs may land; corpus files in every format; extras; words
+    # the run folder's names; files; where outputs may land; corpus files in every format;
+    # extras; words
     (
+        "core.run_folder",
         "core.atomic",
         "core.replacing",
         "core.outputs",

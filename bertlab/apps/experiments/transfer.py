@@ -76,13 +76,14 @@ from bertlab.apps.flows import (
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import OBJECTIVE_DATA, PRESETS, BertConfig, read_json_object
 from bertlab.core.finetune_config import FinetuneConfig
+from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
 from bertlab.core.wording import Worded
 from bertlab.data.corpus import build_corpus
 from bertlab.network.electra import ElectraForPreTraining
 from bertlab.task_families import Task
 from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer
 from bertlab.training.finetuning.finetune import TaskData
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.metrics_log import read_metrics
 from bertlab.training.pretraining.budget import (
     FINETUNE_DROPOUT,
     budget_recipe,
@@ -93,7 +94,6 @@ from bertlab.training.pretraining.checkpointing import (
     list_checkpoints,
     load_state,
 )
-from bertlab.training.pretraining.loop import FINAL_DIR
 from bertlab.training.pretraining.runner import run_pretraining
 from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,

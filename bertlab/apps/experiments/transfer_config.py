@@ -41,8 +41,8 @@ from bertlab.apps.experiments.transfer_rows import (
 )
 from bertlab.apps.flows import config_settings
 from bertlab.core.config import PRESETS, check_training_time
+from bertlab.core.run_folder import FINAL_DIR
 from bertlab.training.pretraining.budget import FINETUNE_DROPOUT, budget_recipe
-from bertlab.training.pretraining.loop import FINAL_DIR
 from bertlab.training.pretraining.run import PretrainRun
 
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape

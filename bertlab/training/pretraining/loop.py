@@ -41,6 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.run_folder import CURVES_FILE, METRICS_FILE
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -58,7 +59,7 @@ from bertlab.data.stream import StreamPosition, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
 from bertlab.network.checkpoint import load_into, read_weights
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
+from bertlab.training.metrics_log import MetricsLog, plot_curves
 from bertlab.training.optim import DivergedError, build_optimizer
 from bertlab.training.pretraining import checkpointing
 from bertlab.training.pretraining.data import (
@@ -67,7 +68,6 @@ from bertlab.training.pretraining.data import (
     training_batches,
     training_stream,
 )
-from bertlab.training.pretraining.objectives import FINAL_DIR as FINAL_DIR  # read from here too
 from bertlab.training.pretraining.objectives import StepShare, objective_of
 from bertlab.training.pretraining.schedules import pretrain_schedule
 from bertlab.training.pretraining.stats import (

@@ -27,7 +27,6 @@ import torch
 
 from bertlab.core import hub
 from bertlab.core.atomic import (
-    LOCK_FILE,
     WriteError,
     atomic_directory,
     remove_temporaries,
@@ -37,6 +36,15 @@ from bertlab.core.config import BertConfig
 from bertlab.core.corpus_sources import open_corpus
 from bertlab.core.model_card import write_model_card
 from bertlab.core.outputs import check_outputs
+from bertlab.core.run_folder import (
+    CHECKPOINTS_DIR,
+    CORPUS_CACHE_DIR,
+    FINAL_DIR,
+    FINETUNE_OUTPUTS,
+    LOCK_FILE,
+    PLAN_FILE,
+    TOKENIZER_DIR,
+)
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -51,7 +59,6 @@ from bertlab.data.corpus_encode import sniff_lang
 from bertlab.data.pretraining import SpecialIds
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetuning.finetune import FINETUNE_OUTPUTS
 from bertlab.training.pretraining import checkpointing
 from bertlab.training.pretraining.budget import (
     BudgetRecipe,
@@ -59,7 +66,6 @@ from bertlab.training.pretraining.budget import (
     restore_finetune_dropout,
 )
 from bertlab.training.pretraining.budget_plan import (
-    PLAN_FILE,
     BudgetPlan,
     load_plan,
     nearest_preset,
@@ -69,9 +75,8 @@ from bertlab.training.pretraining.budget_plan import (
 )
 from bertlab.training.pretraining.card import pretraining_card
 from bertlab.training.pretraining.data import held_out_split, training_stream
-from bertlab.training.pretraining.loop import FINAL_DIR, PretrainResult, pretrain
+from bertlab.training.pretraining.loop import PretrainResult, pretrain
 from bertlab.training.pretraining.memory import check_length, check_memory
-from bertlab.training.pretraining.options import CORPUS_CACHE_DIR, TOKENIZER_DIR
 from bertlab.training.pretraining.run import PretrainRun, ResolvedRun
 from bertlab.training.pretraining.stats import near_chance_warning, plateau_warning, unigram_plateau
 
@@ -391,7 +396,7 @@ def _check_out(out: Path, resume: bool) -> None:
     directory; clear what killed writers left (temporary files and checkpoints): a run killed
     before its first checkpoint was complete holds nothing to resume, and runs again from the
     start."""
-    for directory in (out, out / checkpointing.CHECKPOINTS_DIR):
+    for directory in (out, out / CHECKPOINTS_DIR):
         remove_temporaries(directory)
     has_checkpoint = checkpointing.latest_checkpoint(out) is not None
     if not resume and (has_checkpoint or (out / FINAL_DIR).exists()):
