@@ -23,7 +23,7 @@ import torch
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.run_folder import FINAL_DIR
-from bertlab.data.corpus import TokenizedCorpus
+from bertlab.corpus.format import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining

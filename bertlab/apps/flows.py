@@ -52,7 +52,7 @@ from bertlab.training.word2vec.vectors import (
 if TYPE_CHECKING:
     from gensim.models.keyedvectors import KeyedVectors
 
-    from bertlab.data.corpus_format import TokenizedCorpus
+    from bertlab.corpus.format import TokenizedCorpus
 
 TEST_FILE = "test.json"  # a fine-tuning run's metrics on the test split
 RESULTS_FILE = "results.json"  # an app's numbers, from which its table and figures are drawn

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from bertlab.core.config import PretrainDataConfig
+from bertlab.corpus.format import TokenizedCorpus
 from bertlab.data.collate import collate_pretraining
-from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import (
     Instance,

@@ -18,19 +18,19 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # An entry names a folder or a module (dotted, below bertlab); a module's layer is its longest
 # entry. The package's root holds one folder per group of layers.
 LAYERS = (
-    ("core", "tokenizer", "network"),  # the folders themselves: docstrings only
-    # the run folder's names; files; where outputs may land; corpus files in every format;
-    # extras; words
+    ("core", "corpus", "tokenizer", "network"),  # the folders themselves: docstrings only
+    # the run folder's names; files; where outputs may land; extras; words; the raw corpus:
+    # corpus files in every format, read as documents (what tokenizer training reads)
     (
         "core.run_folder",
         "core.atomic",
         "core.replacing",
         "core.outputs",
-        "core.text_files",
-        "core.corpus_readers",
-        "core.corpus_sources",
         "core.optional",
         "core.wording",
+        "corpus.text_files",
+        "corpus.readers",
+        "corpus.sources",
     ),
     ("core.precision",),  # the precisions a run may choose: names, no torch
     (
@@ -47,7 +47,16 @@ LAYERS = (
     ("tokenizer.basic",),  # BERT's normalization and pre-tokenization as tokenizers steps
     ("tokenizer.wordpiece",),
     ("tokenizer.training",),
-    ("data",),  # pure data code: never the model
+    # the tokenized corpus: built with a tokenizer, read by data/ (as network.checkpoint sits
+    # below the model, the corpus's modules sit where what they import puts them)
+    (
+        "corpus.text_units",
+        "corpus.format",
+        "corpus.encode",
+        "corpus.build",
+        "corpus.preflight",
+    ),
+    ("data",),  # pure data code, from a tokenized corpus to a batch: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
     ("network.bert",),
     ("network.feature_head_config",),  # what a feature-based head reads: declarations, no torch

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bertlab.core.config import PretrainDataConfig
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import (
     PretrainingStream,

@@ -75,7 +75,7 @@ from bertlab.core.run_folder import (
     PLAN_FILE,
     TOKENIZER_DIR,
 )
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.metrics_log import read_metrics

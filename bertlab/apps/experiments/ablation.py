@@ -92,7 +92,7 @@ from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer

@@ -78,7 +78,7 @@ from bertlab.core.config import OBJECTIVE_DATA, PRESETS, BertConfig, read_json_o
 from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
 from bertlab.core.wording import Worded
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.network.electra import ElectraForPreTraining
 from bertlab.task_families import Task
 from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer

@@ -9,7 +9,7 @@ from typing import Any
 
 from bertlab.core.config import BertConfig
 from bertlab.core.model_card import ModelCard
-from bertlab.data.preflight import PreflightReport
+from bertlab.corpus.preflight import PreflightReport
 from bertlab.training.pretraining.data import held_out_split
 from bertlab.training.pretraining.loop import PretrainResult
 from bertlab.training.pretraining.run import ResolvedRun

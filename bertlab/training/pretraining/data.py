@@ -11,7 +11,7 @@ import torch
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext
-from bertlab.data.corpus import TokenizedCorpus
+from bertlab.corpus.format import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec
 

@@ -53,7 +53,7 @@ from bertlab.core.runtime import (
     set_rng_state,
     set_seed,
 )
-from bertlab.data.corpus import TokenizedCorpus
+from bertlab.corpus.format import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamPosition, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel

@@ -1,7 +1,6 @@
 """What `bertlab pretrain` may choose, declared without torch so that its `--help` shows it
 fast; `bertlab.training.pretraining.run` reads it. The folders a run writes are named in
-`bertlab.core.run_folder`.
+`bertlab.core.run_folder`, the languages of a corpus (`LANGS`) in `bertlab.corpus.sources`.
 """
 
 DEFAULT_MODEL_SIZE = "mini"
-LANGS = ("auto", "en", "zh")

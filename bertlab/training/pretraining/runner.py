@@ -33,7 +33,6 @@ from bertlab.core.atomic import (
     run_lock,
 )
 from bertlab.core.config import BertConfig
-from bertlab.core.corpus_sources import open_corpus
 from bertlab.core.model_card import write_model_card
 from bertlab.core.outputs import check_outputs
 from bertlab.core.run_folder import (
@@ -54,8 +53,11 @@ from bertlab.core.runtime import (
     set_seed,
 )
 from bertlab.core.wording import Worded
-from bertlab.data.corpus import TokenizedCorpus, build_corpus, check_objective, preflight_report
-from bertlab.data.corpus_encode import sniff_lang
+from bertlab.corpus.build import build_corpus
+from bertlab.corpus.encode import sniff_lang
+from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.preflight import check_objective, preflight_report
+from bertlab.corpus.sources import open_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
