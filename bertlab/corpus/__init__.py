@@ -19,5 +19,8 @@ batch):
 - `encode`: chunks of lines split and tokenized in worker processes, appended to the files;
 - `build`: `build_corpus`, the entry point: a corpus tokenized once, or reused;
 - `preflight`: `preflight_report` (what the corpus holds, what will train badly) and
-  `check_objective`.
+  `check_objective`;
+- `prepare`: a pre-training run's corpus in one call (`prepare_corpus`: built by the main
+  process, opened by the others, reported and checked), and the documents it holds out for
+  evaluation (`held_out_split`).
 """

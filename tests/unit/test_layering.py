@@ -55,6 +55,7 @@ LAYERS = (
         "corpus.encode",
         "corpus.build",
         "corpus.preflight",
+        "corpus.prepare",
     ),
     ("data",),  # pure data code, from a tokenized corpus to a batch: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes

@@ -76,11 +76,11 @@ from bertlab.core.run_folder import (
     TOKENIZER_DIR,
 )
 from bertlab.corpus.build import build_corpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.metrics_log import read_metrics
 from bertlab.training.pretraining.budget import budget_recipe
-from bertlab.training.pretraining.data import held_out_split
 from bertlab.training.pretraining.run import PretrainRun
 from bertlab.training.pretraining.runner import run_pretraining
 from bertlab.training.word2vec.vectors import WordVectorConfig, train_word_vectors

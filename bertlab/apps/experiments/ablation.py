@@ -93,6 +93,7 @@ from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
 from bertlab.corpus.build import build_corpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
@@ -101,7 +102,6 @@ from bertlab.training.finetuning.finetune import TaskData
 from bertlab.training.metrics_log import read_metrics
 from bertlab.training.pretraining.budget import budget_recipe
 from bertlab.training.pretraining.checkpointing import latest_checkpoint
-from bertlab.training.pretraining.data import held_out_split
 from bertlab.training.pretraining.runner import run_pretraining
 from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,

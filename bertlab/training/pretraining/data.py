@@ -12,22 +12,12 @@ import torch
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext
 from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamPosition, StreamSpec
 
-HELD_OUT_FRACTION = 0.02  # documents set aside for evaluation
-MAX_HELD_OUT_DOCUMENTS = 200
-MIN_TRAIN_DOCUMENTS = 4  # fewer: no held-out split, no evaluation
 EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
 PREFETCH_BATCHES = 8  # batches a data worker keeps ready
-
-
-def held_out_split(num_documents: int, eval_examples: int) -> tuple[int, int]:
-    """(training documents, held-out documents): the last documents are held out."""
-    if eval_examples == 0 or num_documents < MIN_TRAIN_DOCUMENTS + 2:
-        return num_documents, 0
-    held_out = min(MAX_HELD_OUT_DOCUMENTS, max(2, round(num_documents * HELD_OUT_FRACTION)))
-    return num_documents - held_out, held_out
 
 
 def training_stream(

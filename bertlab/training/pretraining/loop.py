@@ -54,6 +54,7 @@ from bertlab.core.runtime import (
     set_seed,
 )
 from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamPosition, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
@@ -64,7 +65,6 @@ from bertlab.training.optim import DivergedError, build_optimizer
 from bertlab.training.pretraining import checkpointing
 from bertlab.training.pretraining.data import (
     EVAL_SEED_OFFSET,
-    held_out_split,
     training_batches,
     training_stream,
 )
