@@ -26,10 +26,9 @@ from bertlab.core.run_folder import FINAL_DIR
 from bertlab.corpus.format import TokenizedCorpus
 from bertlab.corpus.prepare import held_out_split
 from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import StreamSpec, held_out_batches
+from bertlab.data.stream import EVAL_SEED_OFFSET, StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretraining.data import EVAL_SEED_OFFSET
 from bertlab.training.pretraining.objectives import OBJECTIVES
 from bertlab.training.pretraining.stats import evaluate
 

@@ -11,9 +11,9 @@ from bertlab.data.stream import (
     StreamPosition,
     StreamSpec,
     held_out_batches,
+    training_batches,
 )
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretraining.data import training_batches
 
 
 @pytest.fixture(scope="module", params=["mlm+nsp", "mlm packed"])

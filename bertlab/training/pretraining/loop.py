@@ -56,18 +56,19 @@ from bertlab.core.runtime import (
 from bertlab.corpus.format import TokenizedCorpus
 from bertlab.corpus.prepare import held_out_split
 from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import StreamPosition, held_out_batches
+from bertlab.data.stream import (
+    EVAL_SEED_OFFSET,
+    StreamPosition,
+    held_out_batches,
+    training_batches,
+    training_stream,
+)
 from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
 from bertlab.network.checkpoint import load_into, read_weights
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.metrics_log import MetricsLog, plot_curves
 from bertlab.training.optim import DivergedError, build_optimizer
 from bertlab.training.pretraining import checkpointing
-from bertlab.training.pretraining.data import (
-    EVAL_SEED_OFFSET,
-    training_batches,
-    training_stream,
-)
 from bertlab.training.pretraining.objectives import StepShare, objective_of
 from bertlab.training.pretraining.schedules import pretrain_schedule
 from bertlab.training.pretraining.stats import (

@@ -59,6 +59,7 @@ from bertlab.corpus.format import TokenizedCorpus
 from bertlab.corpus.prepare import prepare_corpus
 from bertlab.corpus.sources import open_corpus
 from bertlab.data.pretraining import SpecialIds
+from bertlab.data.stream import training_stream
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretraining import checkpointing
@@ -76,7 +77,6 @@ from bertlab.training.pretraining.budget_plan import (
     save_plan,
 )
 from bertlab.training.pretraining.card import pretraining_card
-from bertlab.training.pretraining.data import training_stream
 from bertlab.training.pretraining.loop import PretrainResult, pretrain
 from bertlab.training.pretraining.memory import check_length, check_memory
 from bertlab.training.pretraining.run import PretrainRun, ResolvedRun
