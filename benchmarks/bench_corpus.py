@@ -25,7 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from bertlab.data.corpus import build_corpus, default_num_workers, preflight_report
+from bertlab.corpus.build import build_corpus, default_num_workers
+from bertlab.corpus.preflight import preflight_report
 from bertlab.tokenizer.wordpiece import Tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -140,8 +140,8 @@ def write_formats(formats: list[str], work: Path, megabytes: float) -> dict[str,
 
 def build(name: str, path: Path, out: Path, num_workers: int | None) -> dict:
     """Tokenize one format in this process (the child); what it measured."""
-    from bertlab.core.corpus_sources import open_corpus
-    from bertlab.data.corpus import build_corpus
+    from bertlab.corpus.build import build_corpus
+    from bertlab.corpus.sources import open_corpus
     from bertlab.tokenizer.wordpiece import Tokenizer
 
     tokenizer = Tokenizer.from_pretrained(VOCAB)

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.data.pretraining import SpecialIds, create_instances_from_document, pack_documents
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 

@@ -35,13 +35,15 @@ import torch
 from bench_model import REPO_ROOT, SEQ_LEN, VOCAB_FILE, bertlab_config
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.run_folder import METRICS_FILE
 from bertlab.core.runtime import set_seed
-from bertlab.data.corpus import TokenizedCorpus, build_corpus
+from bertlab.corpus.build import build_corpus
+from bertlab.corpus.format import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.network.bert import BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.metrics_log import read_metrics
 from bertlab.training.optim import build_optimizer
 from bertlab.training.pretraining.loop import pretrain
 

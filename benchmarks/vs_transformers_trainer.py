@@ -394,7 +394,7 @@ def bertlab_pretrain(args: argparse.Namespace) -> None:
     import torch
 
     import bertlab
-    from bertlab.data.corpus import build_corpus
+    from bertlab.corpus.build import build_corpus
     from bertlab.tokenizer.wordpiece import Tokenizer
     from bertlab.training.pretraining.checkpointing import list_checkpoints, load_state
     from bertlab.training.pretraining.run import PretrainRun

@@ -31,7 +31,7 @@ from bertlab.apps.demo.runner import DATA_DIR
 from bertlab.apps.flows import compare, finetune_and_test, random_twin, sign_test
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.task_families import make_task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer

@@ -34,7 +34,7 @@ from torch import nn
 
 from bertlab.core.config import BertConfig, ElectraConfig, PretrainDataConfig
 from bertlab.core.metrics import roc_auc
-from bertlab.data.corpus import TokenizedCorpus
+from bertlab.corpus.format import TokenizedCorpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX

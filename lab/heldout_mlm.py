@@ -22,13 +22,14 @@ from pathlib import Path
 import torch
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
-from bertlab.data.corpus import TokenizedCorpus
+from bertlab.core.run_folder import FINAL_DIR
+from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import StreamSpec, held_out_batches
+from bertlab.data.stream import EVAL_SEED_OFFSET, StreamSpec, held_out_batches
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretraining.data import EVAL_SEED_OFFSET, held_out_split
-from bertlab.training.pretraining.loop import FINAL_DIR
+from bertlab.training.pretraining.objectives import OBJECTIVES
 from bertlab.training.pretraining.stats import evaluate
 
 
@@ -86,7 +87,9 @@ def main() -> None:
         model = BertForPreTraining.from_pretrained(_model_dir(directory)).eval()
         if model.config.vocab_size != spec.vocab_size:
             raise SystemExit(f"heldout_mlm: {name} has another vocabulary than the corpus cache")
-        values = evaluate(model, batches, torch.device("cpu"), "fp32")  # as the loop does
+        mlm = OBJECTIVES["mlm"]
+        cpu = torch.device("cpu")
+        values = evaluate(model, batches, cpu, "fp32", mlm.batch_stats, mlm.detection_scores)
         print(
             f"{name}: held-out MLM loss {values['mlm_loss']:.3f}, "
             f"accuracy {values['mlm_accuracy']:.1%}"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from bertlab.core.text_files import read_lines
+from bertlab.corpus.text_files import read_lines
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.use.features import extract_features
@@ -35,7 +35,7 @@ from bertlab.use.features import extract_features
 
 def read_texts(path: Path, count: int) -> list[str]:
     """The first `count` texts of a plain (or .gz) or tab-separated file (a TSV's header
-    skipped), read as bertlab reads a corpus (`text_files.read_lines`)."""
+    skipped), read as bertlab reads a corpus (`bertlab.corpus.text_files.read_lines`)."""
     lines = read_lines([path])
     if path.suffix == ".tsv":
         next(lines, None)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from bertlab.core.config import BertConfig
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretraining import loop as pretrain_loop
 

@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING, Any
 from bertlab.core.atomic import atomic_directory, remove_temporaries, run_lock, write_json
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig
+from bertlab.core.run_folder import RESULT_FILE
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
 from bertlab.network.bert import BertModel
 from bertlab.task_families import Task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetuning.finetune import RESULT_FILE, ModelSource, TaskData, finetune_task
+from bertlab.training.finetuning.finetune import ModelSource, TaskData, finetune_task
 from bertlab.training.finetuning.one_class import LIKELY_CAUSES, OneClassCollapse
 from bertlab.training.pretraining.budget import init_positions
 from bertlab.training.word2vec.vectors import (
@@ -51,7 +52,7 @@ from bertlab.training.word2vec.vectors import (
 if TYPE_CHECKING:
     from gensim.models.keyedvectors import KeyedVectors
 
-    from bertlab.data.corpus_format import TokenizedCorpus
+    from bertlab.corpus.format import TokenizedCorpus
 
 TEST_FILE = "test.json"  # a fine-tuning run's metrics on the test split
 RESULTS_FILE = "results.json"  # an app's numbers, from which its table and figures are drawn

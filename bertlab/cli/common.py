@@ -132,8 +132,8 @@ CORPUS_HELP = (
 
 def add_corpus_reading_flags(parser: argparse._ActionsContainer) -> None:
     """`--corpus-format` and `--text-column` (alias `--text-field`): the fields of
-    `bertlab.core.corpus_sources.CorpusReading`, the same in every command that reads a corpus."""
-    from bertlab.core.corpus_sources import CORPUS_FORMATS, DEFAULT_TEXT_COLUMN
+    `bertlab.corpus.sources.CorpusReading`, the same in every command that reads a corpus."""
+    from bertlab.corpus.sources import CORPUS_FORMATS, DEFAULT_TEXT_COLUMN
 
     parser.add_argument(
         "--corpus-format",
@@ -157,7 +157,7 @@ def add_corpus_reading_flags(parser: argparse._ActionsContainer) -> None:
 
 def corpus_reading(args: argparse.Namespace):
     """The `CorpusReading` of `add_corpus_reading_flags`' flags."""
-    from bertlab.core.corpus_sources import CorpusReading
+    from bertlab.corpus.sources import CorpusReading
 
     return CorpusReading(args.corpus_format, args.text_column)
 

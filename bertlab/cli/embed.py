@@ -53,7 +53,7 @@ def run_embed(args: argparse.Namespace) -> int:
     from bertlab.cli.common import warn
     from bertlab.core.hub import resolve
     from bertlab.core.outputs import check_outputs
-    from bertlab.core.text_files import read_lines
+    from bertlab.corpus.text_files import read_lines
     from bertlab.use.feature_options import PAIR_SEPARATOR
     from bertlab.use.features import extract_features, save_features
     from bertlab.use.inspection import load_encoder

@@ -16,6 +16,7 @@ DEFAULT_VECTOR_SIZE = 100  # word2vec's (Mikolov et al. 2013; gensim's default)
 
 
 def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.corpus.sources import LANGS
     from bertlab.training.word2vec.options import METHODS, WORD_LANGS, WORD_MIN_COUNT
     from bertlab.use.neighbour_options import DEFAULT_LAYER, DEFAULT_TOP_K, MAX_OCCURRENCES
 
@@ -94,7 +95,7 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
     add_corpus_reading_flags(contextual)
     add(
         "--lang",
-        choices=("auto", "en", "zh"),
+        choices=LANGS,
         default="auto",
         help="sentence splitting of the reference (default: by the word)",
     )
@@ -198,9 +199,9 @@ def run_contextual(args: argparse.Namespace) -> int:
     import numpy as np
 
     from bertlab.cli.common import warn
-    from bertlab.core.corpus_sources import corpus_lines, open_corpus
     from bertlab.core.hub import resolve
     from bertlab.core.outputs import check_outputs
+    from bertlab.corpus.sources import corpus_lines, open_corpus
     from bertlab.tokenizer.basic import is_cjk_ideograph
     from bertlab.use.inspection import load_encoder
     from bertlab.use.neighbours import (

@@ -54,8 +54,10 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.core.config import PRESETS
+    from bertlab.core.run_folder import CORPUS_CACHE_DIR
+    from bertlab.corpus.sources import LANGS
     from bertlab.training.pretraining.budget import POSITION_INITS, BudgetRecipe
-    from bertlab.training.pretraining.options import CORPUS_CACHE_DIR, DEFAULT_MODEL_SIZE, LANGS
+    from bertlab.training.pretraining.options import DEFAULT_MODEL_SIZE
 
     group = parser.add_argument_group("corpus, vocabulary and model")
     add = group.add_argument

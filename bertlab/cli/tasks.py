@@ -384,6 +384,7 @@ def _add_column_flags(parser: argparse.ArgumentParser) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     """Check every input, then train; print the result (or the seeds summary) as JSON."""
     from bertlab.core.outputs import check_outputs
+    from bertlab.core.run_folder import BEST_DIR
     from bertlab.training.finetuning.finetune import read_task_data, run_finetuning
 
     out = Path(args.out)
@@ -404,7 +405,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     )
     show_progress = not args.no_progress
     result = run_finetuning(task, data, source, config, out, seeds, args.overwrite, show_progress)
-    print(f"best model: {out / 'best'}")
+    print(f"best model: {out / BEST_DIR}")
     print(json_text(result))
     return 0
 

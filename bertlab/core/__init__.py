@@ -1,5 +1,7 @@
-"""The lowest layers: files written whole (`atomic`), corpus files (`text_files`), a corpus in
-every format (`corpus_readers`, `corpus_sources`), optional extras (`optional`), words for
-messages (`wording`); then the dataclass configs (`config`), the
-official metrics (`metrics`), devices, precision and seeds (`runtime`), CPU threads (`threads`),
-Hub ids and shipped names (`hub`) and model cards (`model_card`). No torch model code."""
+"""The lowest layers: the run folder's names (`run_folder`), files written whole (`atomic`), an
+earlier run replaced only once a new one has succeeded (`replacing`), where outputs may land
+(`outputs`), optional extras (`optional`), words for messages (`wording`); then the precisions
+a run may choose (`precision`), the dataclass configs (`config`, `finetune_config`), the
+official metrics (`metrics`), devices, precision and seeds (`runtime`), CPU threads
+(`threads`), Hub ids and shipped names (`hub`), model cards (`model_card`) and the shipped
+models' table (`shipped`). No torch model code. A corpus is read in `bertlab.corpus`."""

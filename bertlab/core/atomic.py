@@ -49,14 +49,13 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from bertlab.core.run_folder import LOCK_FILE, OWNER_FILE
 from bertlab.core.wording import Worded
 
 # tempfile makes private files (0o600) and directories (0o700); what bertlab writes is for sharing.
 FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
 TEMPORARY_MARK = ".tmp"  # in the names of temporary files and directories
-LOCK_FILE = ".bertlab.lock"  # in a run's directory while a process writes to it; holds its pid
-OWNER_FILE = ".bertlab-run"  # in a run's directory: the bertlab command whose outputs it holds
 OLD_MARK = ".old"  # ends the temporary name of a directory being replaced
 # A process's streams are reached through /proc (/dev/stdout -> /proc/self/fd/1, /dev/fd/1):
 # a rename over /dev/stdout would replace the link (as root), not write to the stream.

@@ -43,6 +43,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import validate_repo_id
 
 from bertlab.core.replacing import restore_interrupted
+from bertlab.core.run_folder import CHECKPOINTS_DIR, FINAL_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -108,18 +109,12 @@ FILE_SUFFIXES = (".txt", ".json", ".bin", ".safetensors", ".ckpt", ".index", ".z
 LOCAL_FOLDER_HINT = "pass a local model folder instead"
 
 
-# The folders of a pre-training run (`bertlab.training`'s FINAL_DIR and CHECKPOINTS_DIR, named
-# again here because this layer is below training): its model is inside, not the run itself.
-RUN_FINAL_DIR = "final"
-RUN_CHECKPOINTS_DIR = "checkpoints"
-
-
 def model_in_run_hint(directory: Path) -> str:
     """The end of a message ("; ...") naming the model inside `directory` when it is a
     pre-training run's folder given where a model folder belongs: its final model, else its
     latest checkpoint; "" otherwise."""
-    final = directory / RUN_FINAL_DIR
-    checkpoints = sorted((directory / RUN_CHECKPOINTS_DIR).glob("step-*"))
+    final = directory / FINAL_DIR
+    checkpoints = sorted((directory / CHECKPOINTS_DIR).glob("step-*"))
     if final.is_dir():
         return f"; {directory} is a pre-training run: its model is {final}"
     if checkpoints:

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bertlab.core.atomic import LOCK_FILE, OWNER_FILE, remove_directory, run_lock, write_text
+from bertlab.core.atomic import remove_directory, run_lock, write_text
+from bertlab.core.run_folder import LOCK_FILE, OWNER_FILE
 from bertlab.core.wording import Worded
 
 logger = logging.getLogger(__name__)

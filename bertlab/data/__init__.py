@@ -1,1 +1,2 @@
-"""Data: pre-training instances from raw text and readers for the fine-tuning tasks."""
+"""Data: from a tokenized corpus (`bertlab.corpus`) to a batch (pre-training instances, masking,
+collation, the stream), and readers for the fine-tuning tasks (`tasks/`)."""

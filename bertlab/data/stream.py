@@ -16,6 +16,11 @@ DataLoader workers: with N workers, worker k masks and collates batches k, k + N
 of the same stream (every worker walks all instances, which is cheap; masking and collating
 are the work). The DataLoader fetches from its workers in turn, so the batches, their order
 and their positions are those of one process, whatever N.
+
+A run trains on the corpus's documents before the held-out ones (`training_stream`, the split
+of `bertlab.corpus.prepare.held_out_split`), its batches built by DataLoader workers
+(`training_batches`); the held-out ones are masked once, with seeds EVAL_SEED_OFFSET away from
+the training seed's (`held_out_batches`).
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.core.config import PretrainDataConfig
+from bertlab.core.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext
+from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.data.collate import collate_pretraining
-from bertlab.data.corpus import TokenizedCorpus
 from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import (
     Instance,
@@ -44,6 +51,8 @@ from bertlab.data.pretraining import (
 # with the document order itself shuffled, a few hundred documents (thousands of instances) mix
 # the batches well, and a resume rebuilds only one block.
 BLOCK_DOCUMENTS = 256
+EVAL_SEED_OFFSET = 1_000_003  # held-out masks differ from any training seed's
+PREFETCH_BATCHES = 8  # batches a data worker keeps ready
 
 
 @dataclass(frozen=True)
@@ -230,3 +239,54 @@ def held_out_batches(spec: StreamSpec, num_examples: int) -> list[dict[str, torc
         collate_pretraining(examples[start : start + spec.batch_size], spec.special.pad)
         for start in range(0, len(examples), spec.batch_size)
     ]
+
+
+# --- a run's stream ----------------------------------------------------------------------------
+
+
+def training_stream(
+    corpus: TokenizedCorpus,
+    special: SpecialIds,
+    vocab_size: int,
+    data_config: PretrainDataConfig,
+    config: PretrainConfig,
+    context: DistributedContext = SINGLE_PROCESS,
+) -> StreamSpec:
+    """The batch stream a run trains on: the corpus's documents before the held-out ones."""
+    num_train, _ = held_out_split(corpus.num_documents, config.eval_examples)
+    return StreamSpec(
+        corpus.directory,
+        (0, num_train),
+        data_config,
+        special,
+        vocab_size,
+        config.seed,
+        config.micro_batch_size,
+        context.rank,
+        context.world_size,
+    )
+
+
+def training_batches(
+    spec: StreamSpec, start: StreamPosition, num_workers: int, pin_memory: bool = False
+) -> Iterator[tuple[dict[str, torch.Tensor], StreamPosition]]:
+    """`PretrainingStream(spec, start)`'s batches and positions, built by `num_workers` worker
+    processes (0: in this process), the same for any number of them.
+
+    Args:
+        spec: the stream.
+        start: where it starts (a resumed run's `Progress.position`).
+        num_workers: DataLoader worker processes, each `PREFETCH_BATCHES` batches ahead.
+        pin_memory: batches in page-locked memory, for copies to CUDA that do not block.
+    """
+    loader = torch.utils.data.DataLoader(
+        PretrainingStream(spec, start),
+        batch_size=None,
+        num_workers=num_workers,
+        prefetch_factor=PREFETCH_BATCHES if num_workers else None,
+        pin_memory=pin_memory,
+        # Its own generator: creating the iterator must not draw from the global RNG,
+        # or a resumed run's dropout would differ from the uninterrupted run's.
+        generator=torch.Generator(),
+    )
+    return iter(loader)

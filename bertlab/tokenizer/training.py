@@ -2,7 +2,7 @@
 
 The `tokenizers` WordPiece trainer does the learning; the corpus is read line by line, so it may
 be larger than memory, in any format a corpus comes in (plain text, JSON Lines, CSV, TSV, Parquet,
-a saved dataset, gzipped or not: `bertlab.core.corpus_sources`), each record's text only.
+a saved dataset, gzipped or not: `bertlab.corpus.sources`), each record's text only.
 Training sees exactly the words `Tokenizer` will see (the same normalizer and pre-tokenizer),
 and the vocabulary is then fixed up for BERT's rules:
 
@@ -35,8 +35,8 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 from tqdm import tqdm
 
-from bertlab.core.corpus_sources import CorpusReading, CorpusSource, open_corpus
-from bertlab.core.text_files import check_mostly_utf8
+from bertlab.corpus.sources import CorpusReading, CorpusSource, open_corpus
+from bertlab.corpus.text_files import check_mostly_utf8
 from bertlab.tokenizer.basic import (
     CJK_RANGES,
     build_normalizer,
@@ -225,7 +225,7 @@ def train_tokenizer(
     Nothing is written: save the returned tokenizer with `save_pretrained`.
 
     Args:
-        corpus_paths: files, folders or patterns (`bertlab.core.corpus_sources`).
+        corpus_paths: files, folders or patterns (`bertlab.corpus.sources`).
         config: how to train.
         show_progress: a progress bar over the bytes read.
         reading: the format and the text's column; None: each file by its suffix, "text".
@@ -233,7 +233,7 @@ def train_tokenizer(
     Raises:
         FileNotFoundError: a corpus file does not exist.
         ValueError: a binary, broken gzip or mostly non-UTF-8 file, a file that does not fit its
-            format (`bertlab.core.corpus_sources`), or no non-blank UTF-8 line to train on.
+            format (`bertlab.corpus.sources`), or no non-blank UTF-8 line to train on.
     """
     started = time.perf_counter()
     sources = open_corpus(corpus_paths, reading)  # refused here, before training starts

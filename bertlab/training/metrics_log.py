@@ -16,8 +16,6 @@ from typing import Any
 
 from bertlab.core.atomic import append_text, atomic_file, json_text, write_text
 
-METRICS_FILE = "metrics.jsonl"
-CURVES_FILE = "curves.png"
 FIGURE_COLUMNS = 2
 SUBPLOT_SIZE_INCHES = (5.0, 3.2)
 FIGURE_DPI = 110

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertlab.data.text_units import split_sentences
+from bertlab.corpus.text_units import split_sentences
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.basic import is_cjk_ideograph
 from bertlab.tokenizer.wordpiece import Tokenizer

@@ -269,7 +269,7 @@ def test_with_next_sentence_prediction_each_task_example_is_a_document(tmp_path)
     assert experiment_settings(config)["pretrain_objective"] == "mlm+nsp"
     # Left unset: the recipe's (MLM), the task text grouped, and the settings of earlier runs.
     plain = replace(config, pretrain_objective=None)
-    assert plain.objective() == "mlm"
+    assert plain.resolved.data.objective == "mlm"
     assert plain.pretrain_run().objective is None
     assert "pretrain_objective" not in experiment_settings(plain)
     prepare_task_text(plain)
@@ -296,11 +296,12 @@ def test_the_pretraining_command_carries_the_shape_and_the_rate(tmp_path) -> Non
 
 def test_the_masking_rate_reaches_pretraining_and_the_settings(tmp_path) -> None:
     chosen = TransferConfig(tmp_path, tmp_path, pretrain_mlm_probability=0.3)
-    assert chosen.pretrain_run().mlm_probability == 0.3 and chosen.mlm_probability() == 0.3
+    assert chosen.pretrain_run().mlm_probability == 0.3
+    assert chosen.resolved.data.mlm_probability == 0.3
     assert experiment_settings(chosen)["pretrain_mlm_probability"] == 0.3
     # Left unset: the recipe's rate, and the settings of earlier experiments, which still continue.
     plain = TransferConfig(tmp_path, tmp_path)
-    assert plain.mlm_probability() == budget_recipe(3600).mlm_probability
+    assert plain.resolved.data.mlm_probability == budget_recipe(3600).mlm_probability
     assert plain.pretrain_run().mlm_probability is None
     assert "pretrain_mlm_probability" not in experiment_settings(plain)
     with pytest.raises(ValueError, match=r"masking rate must be in \(0, 1\), got 1.5"):

@@ -16,11 +16,12 @@ from bertlab import PretrainRun, run_pretraining
 from bertlab.cli import main
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig
+from bertlab.core.run_folder import METRICS_FILE
 from bertlab.data.tasks.classification import Example
 from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetuning.finetune import ModelSource, TaskData, finetune_task
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.metrics_log import read_metrics
 from bertlab.use.features import load_features
 
 

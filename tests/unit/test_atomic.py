@@ -16,8 +16,6 @@ from safetensors import SafetensorError
 
 from bertlab.core import atomic
 from bertlab.core.atomic import (
-    LOCK_FILE,
-    OWNER_FILE,
     WriteError,
     atomic_directory,
     atomic_file,
@@ -29,6 +27,7 @@ from bertlab.core.atomic import (
     write_text,
 )
 from bertlab.core.replacing import claim, replacing, restore_interrupted, restore_replaced
+from bertlab.core.run_folder import LOCK_FILE, OWNER_FILE
 
 FULL_DEVICE = Path("/dev/full")  # every write fails with ENOSPC
 

@@ -11,7 +11,7 @@ import torch
 
 from bertlab.core.config import BertConfig
 from bertlab.core.runtime import DistributedContext
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import StreamSpec
 from bertlab.tokenizer.wordpiece import Tokenizer

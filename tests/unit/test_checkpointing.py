@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bertlab.core.atomic import remove_temporaries
+from bertlab.core.run_folder import CHECKPOINTS_DIR
 from bertlab.training.pretraining.checkpointing import (
-    CHECKPOINTS_DIR,
     list_checkpoints,
     save_checkpoint,
 )

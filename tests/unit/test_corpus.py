@@ -17,18 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertlab.core.text_files import read_lines
-from bertlab.data import corpus_encode
-from bertlab.data.corpus import (
-    META_FILE,
-    TokenizedCorpus,
-    build_corpus,
-    check_objective,
-    preflight_report,
-)
-from bertlab.data.preflight import MAX_UNK_RATE
+from bertlab.corpus import encode
+from bertlab.corpus.build import build_corpus
+from bertlab.corpus.format import META_FILE, TokenizedCorpus
+from bertlab.corpus.preflight import MAX_UNK_RATE, check_objective, preflight_report
+from bertlab.corpus.text_files import read_lines
+from bertlab.corpus.text_units import chinese_word_starts, split_sentences
 from bertlab.data.pretraining import create_instances_from_document
-from bertlab.data.text_units import chinese_word_starts, split_sentences
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 
@@ -182,13 +177,13 @@ def test_chinese_whole_word_starts_follow_the_segmenter(tokenizer, tmp_path):
 
 def count_encoding(monkeypatch) -> list[int]:
     calls = []
-    original = corpus_encode.ChunkEncoder.__call__
+    original = encode.ChunkEncoder.__call__
 
     def counted(self, task):
         calls.append(len(task.lines))
         return original(self, task)
 
-    monkeypatch.setattr(corpus_encode.ChunkEncoder, "__call__", counted)
+    monkeypatch.setattr(encode.ChunkEncoder, "__call__", counted)
     return calls
 
 
@@ -338,7 +333,7 @@ def test_bad_input_is_refused_in_one_line_naming_the_file_leaving_nothing(
     assert [path.name for path in tmp_path.iterdir()] == ["inputs"]  # no corpus, no staging
 
 
-# Tokenizer training reads the same files the same way (`bertlab.core.text_files`); a file with
+# Tokenizer training reads the same files the same way (`bertlab.corpus.text_files`); a file with
 # lines but no token is a corpus-level notion, not the tokenizer's.
 TOKENIZER_BAD_INPUTS = [case for case in BAD_INPUTS if case[0] is not make_tokenless]
 
@@ -380,7 +375,7 @@ def test_failure_keeps_the_previous_corpus(tokenizer, corpus_files, tmp_path, mo
     def fail(self):
         raise OSError("disk full")
 
-    monkeypatch.setattr(corpus_encode.CorpusWriter, "finish", fail)
+    monkeypatch.setattr(encode.CorpusWriter, "finish", fail)
     with pytest.raises(OSError, match="disk full"):
         build_corpus(corpus_files, tokenizer, out, show_progress=False, num_workers=0)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["en.txt", "out", "zh.txt.gz"]
@@ -553,11 +548,11 @@ def _die_at_task_3(task: int) -> int:
 def test_encoding_workers_give_chunks_in_order_and_their_end_in_one_line(encoder, error, message):
     """Chunks come back in order; a worker's error is raised in the command's process, and a
     worker that dies says so; no worker is left behind either way."""
-    assert list(corpus_encode.encoded_chunks(iter(range(3)), encoder, 2)) == [
+    assert list(encode.encoded_chunks(iter(range(3)), encoder, 2)) == [
         encoder(task) for task in range(3)
     ]
     with pytest.raises(error, match=re.escape(message)):
-        list(corpus_encode.encoded_chunks(iter(range(20)), encoder, 2))
+        list(encode.encoded_chunks(iter(range(20)), encoder, 2))
     assert not multiprocessing.active_children()
 
 
@@ -566,7 +561,7 @@ def test_encoding_workers_end_quietly_with_a_killed_command(cli_env):
     script = textwrap.dedent(
         """
         import multiprocessing, os, time
-        from bertlab.data.corpus_encode import encoded_chunks
+        from bertlab.corpus.encode import encoded_chunks
 
         def slow(task):
             time.sleep(0.05)

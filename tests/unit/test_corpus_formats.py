@@ -18,8 +18,9 @@ import pytest
 import torch
 
 from bertlab.core.config import PretrainDataConfig
-from bertlab.core.corpus_sources import CorpusReading
-from bertlab.data.corpus import build_corpus, preflight_report
+from bertlab.corpus.build import build_corpus
+from bertlab.corpus.preflight import preflight_report
+from bertlab.corpus.sources import CorpusReading
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import PretrainingStream, StreamSpec
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bertlab.cli.wording import in_flag_words
-from bertlab.core.corpus_readers import document_lines
-from bertlab.core.corpus_sources import CorpusReading, corpus_lines, open_corpus, reader_for
 from bertlab.core.optional import MissingPackageError
+from bertlab.corpus.readers import document_lines
+from bertlab.corpus.sources import CorpusReading, corpus_lines, open_corpus, reader_for
 
 TEXT = "First paragraph. Two sentences.\n\nSecond paragraph."
 LINES = ["First paragraph. Two sentences.", "Second paragraph."]  # the record's text, as lines

@@ -15,6 +15,7 @@ from bertlab.apps.experiments.strategies import strategies_settings
 from bertlab.apps.experiments.strategies_config import StrategiesConfig
 from bertlab.apps.experiments.transfer_config import TransferConfig, experiment_settings
 from bertlab.apps.flows import SETTINGS_FILE, check_settings, config_settings
+from bertlab.training.pretraining import run as run_module
 from bertlab.training.pretraining.budget import budget_recipe
 
 ENWIKI = ("corpus_en/enwiki_sample_2014.txt.gz", "corpus_en/enwiki_sample_2021.txt.gz")
@@ -170,3 +171,20 @@ def test_a_new_field_is_a_setting_and_an_older_run_without_it_is_refused_in_one_
     assert "added" not in config_settings(
         _Config(tmp_path, added=None), ("out",), {}, recorded_when_set=("added",)
     )
+
+
+def test_a_transfer_config_resolves_its_pretraining_once(tmp_path, monkeypatch) -> None:
+    """The objective, masking rate and shape a transfer experiment reads (its task text, scratch
+    column, settings and results) come from one resolved run, not one run resolved per question."""
+    config = TransferConfig(tmp_path / "data", tmp_path / "out")
+    resolved = []
+    resolve = run_module.resolve
+    monkeypatch.setattr(
+        run_module, "resolve", lambda run, plan=None: resolved.append(run) or resolve(run, plan)
+    )
+    settings = experiment_settings(config)
+    recipe = budget_recipe(3600)
+    assert settings["model_size"] == config.resolved.shape == recipe.model_size
+    assert config.resolved.data.objective == recipe.objective
+    assert config.resolved.data.mlm_probability == recipe.mlm_probability
+    assert len(resolved) == 1

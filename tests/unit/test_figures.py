@@ -21,7 +21,7 @@ from bertlab.apps.demo.report import (  # noqa: E402
     run_name,
 )
 from bertlab.apps.flows import TEST_FILE, seed_dir  # noqa: E402
-from bertlab.training.metrics_log import METRICS_FILE  # noqa: E402
+from bertlab.core.run_folder import METRICS_FILE  # noqa: E402
 
 PIECES = ["[CLS]", "the", "unbelievably", "charming", "film", "was", "shot", "in", "[SEP]"]
 

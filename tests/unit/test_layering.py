@@ -18,17 +18,19 @@ PACKAGE = Path(__file__).resolve().parents[2] / "bertlab"
 # An entry names a folder or a module (dotted, below bertlab); a module's layer is its longest
 # entry. The package's root holds one folder per group of layers.
 LAYERS = (
-    ("core", "tokenizer", "network"),  # the folders themselves: docstrings only
-    # files; where outputs may land; corpus files in every format; extras; words
+    ("core", "corpus", "tokenizer", "network"),  # the folders themselves: docstrings only
+    # the run folder's names; files; where outputs may land; extras; words; the raw corpus:
+    # corpus files in every format, read as documents (what tokenizer training reads)
     (
+        "core.run_folder",
         "core.atomic",
         "core.replacing",
         "core.outputs",
-        "core.text_files",
-        "core.corpus_readers",
-        "core.corpus_sources",
         "core.optional",
         "core.wording",
+        "corpus.text_files",
+        "corpus.readers",
+        "corpus.sources",
     ),
     ("core.precision",),  # the precisions a run may choose: names, no torch
     (
@@ -45,7 +47,17 @@ LAYERS = (
     ("tokenizer.basic",),  # BERT's normalization and pre-tokenization as tokenizers steps
     ("tokenizer.wordpiece",),
     ("tokenizer.training",),
-    ("data",),  # pure data code: never the model
+    # the tokenized corpus: built with a tokenizer, read by data/ (as network.checkpoint sits
+    # below the model, the corpus's modules sit where what they import puts them)
+    (
+        "corpus.text_units",
+        "corpus.format",
+        "corpus.encode",
+        "corpus.build",
+        "corpus.preflight",
+        "corpus.prepare",
+    ),
+    ("data",),  # pure data code, from a tokenized corpus to a batch: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
     ("network.bert",),
     ("network.feature_head_config",),  # what a feature-based head reads: declarations, no torch
@@ -92,18 +104,11 @@ def _imported(node: ast.Import | ast.ImportFrom, module: str, modules) -> list[s
     return [name for name in found if name is not None and name != module]
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _import_nodes(node: ast.AST, in_function: bool = False):
-    """Every import statement under `node` that runs, with whether it is inside a function."""
+    """Every import statement under `node`, with whether it is inside a function. Type-only
+    imports (`if TYPE_CHECKING:`) count as the others do: an annotation that names a module
+    above, or one that imports this one, is a dependency all the same."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child):
-            continue  # annotations only: never run
         if isinstance(child, ast.Import | ast.ImportFrom):
             yield child, in_function
             continue
@@ -112,7 +117,8 @@ def _import_nodes(node: ast.AST, in_function: bool = False):
 
 
 def _imports(modules: dict[str, Path]) -> tuple[dict[str, set[str]], list[str]]:
-    """(module -> bertlab modules imported at import time, function-local bertlab imports)."""
+    """(module -> bertlab modules imported outside functions, type-only ones included;
+    function-local bertlab imports)."""
     graph: dict[str, set[str]] = {}
     local: list[str] = []
     for module, path in modules.items():
@@ -186,7 +192,8 @@ def test_only_the_cli_imports_bertlab_modules_inside_functions() -> None:
 
 
 def test_the_checks_see_a_cycle_and_a_local_import(tmp_path, monkeypatch) -> None:
-    """The checks above can fail: a made-up package with both faults is caught."""
+    """The checks above can fail: a made-up package with both faults, one of its cycles through a
+    type-only import, is caught."""
     package = tmp_path / "bertlab"
     (package / "data").mkdir(parents=True)
     (package / "__init__.py").write_text("")
@@ -195,6 +202,10 @@ def test_the_checks_see_a_cycle_and_a_local_import(tmp_path, monkeypatch) -> Non
     (package / "data" / "b.py").write_text("def f():\n    from bertlab.data import a\n")
     (package / "data" / "c.py").write_text("import bertlab.data.d\n")
     (package / "data" / "d.py").write_text("from bertlab.data.c import x\nfrom .a import y\n")
+    (package / "data" / "e.py").write_text("import bertlab.data.f\n")
+    (package / "data" / "f.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertlab.data.e import E\n"
+    )
     (package / "core").mkdir()
     (package / "network").mkdir()
     (package / "network" / "bert.py").write_text("")
@@ -204,9 +215,11 @@ def test_the_checks_see_a_cycle_and_a_local_import(tmp_path, monkeypatch) -> Non
     graph, local = _imports(modules)
     assert graph["bertlab.data.c"] == {"bertlab.data.d"}
     assert graph["bertlab.data.d"] == {"bertlab.data.c", "bertlab.data.a"}
+    assert graph["bertlab.data.f"] == {"bertlab.data.e"}  # type-only, counted
     assert local == ["bertlab/data/b.py:2"]
-    with pytest.raises(AssertionError, match="bertlab.data.c -> bertlab.data.d"):
+    with pytest.raises(AssertionError, match="bertlab.data.c -> bertlab.data.d") as found:
         test_there_are_no_import_cycles()
+    assert "bertlab.data.e -> bertlab.data.f -> bertlab.data.e" in str(found.value)
     with pytest.raises(AssertionError, match="bertlab.core.config .* imports bertlab.network.bert"):
         test_imports_point_down_the_layers()
     with pytest.raises(AssertionError, match="bertlab/data/b.py:2"):

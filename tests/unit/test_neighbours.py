@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.core.text_files import read_lines
+from bertlab.corpus.text_files import read_lines
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS, Tokenizer
 from bertlab.training.word2vec.vectors import (

@@ -25,13 +25,13 @@ from bertlab.core.config import (
     ObjectiveData,
     PretrainDataConfig,
 )
+from bertlab.core.run_folder import FINAL_DIR
 from bertlab.data.collate import collate_pretraining
 from bertlab.data.masking import example_rng, make_example
 from bertlab.data.pretraining import SpecialIds, create_instances_from_document
 from bertlab.network.bert import IGNORE_INDEX, BertForPreTraining
 from bertlab.network.electra import ElectraForPreTraining
 from bertlab.training.pretraining.objectives import (
-    FINAL_DIR,
     OBJECTIVES,
     Objective,
     Saves,

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from bertlab.core.config import PretrainDataConfig
-from bertlab.data import masking, pretraining, text_units
+from bertlab.corpus import text_units
+from bertlab.corpus.text_units import chinese_word_starts, english_word_starts, split_sentences
+from bertlab.data import masking, pretraining
 from bertlab.data.masking import (
     IS_NEXT_LABEL,
     NOT_NEXT_LABEL,
@@ -27,7 +29,6 @@ from bertlab.data.pretraining import (
     create_instances_from_document,
     truncate_seq_pair,
 )
-from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
 
 SPECIAL = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 FIRST_TEXT_ID = 5

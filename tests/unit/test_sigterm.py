@@ -56,7 +56,7 @@ def test_sigterm_interrupts_corpus_encoding_and_stops_its_pool(cli_env) -> None:
     script = """
         import time
         from bertlab.cli.stopping import is_terminated, sigterm_as_interrupt
-        from bertlab.data.corpus_encode import encoded_chunks
+        from bertlab.corpus.encode import encoded_chunks
 
         def slow(task):
             time.sleep(0.2)
@@ -170,7 +170,7 @@ def test_sigterm_to_the_process_group_stops_corpus_encoding_at_once(cli_env) -> 
     script = """
         import itertools, os, time
         from bertlab.cli.stopping import is_terminated, sigterm_as_interrupt
-        from bertlab.data.corpus_encode import encoded_chunks
+        from bertlab.corpus.encode import encoded_chunks
 
         def tasks():
             for index in itertools.count():

@@ -4,16 +4,16 @@ import pytest
 import torch
 
 from bertlab.core.config import PretrainDataConfig
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.data.pretraining import SpecialIds
 from bertlab.data.stream import (
     PretrainingStream,
     StreamPosition,
     StreamSpec,
     held_out_batches,
+    training_batches,
 )
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.pretraining.data import training_batches
 
 
 @pytest.fixture(scope="module", params=["mlm+nsp", "mlm packed"])

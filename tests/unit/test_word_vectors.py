@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertlab.core.config import BertConfig
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.word2vec.vectors import (

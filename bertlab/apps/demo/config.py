@@ -10,6 +10,7 @@ from bertlab.training.pretraining.budget import BudgetRecipe
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "demo_data"
 DEFAULT_OUT = Path("runs") / "demo"
+PRETRAIN_DIR = "pretrain"  # OUT/pretrain: the demo's pre-training run (`bertlab.core.run_folder`)
 # Of live pre-training. It ends on the unigram plateau at 1 minute as at 3 (docs/demo.md), and
 # the shipped model's fine-tuning needs the time: the whole demo stays within 8 minutes on 2 cores.
 DEFAULT_MINUTES = 1.0

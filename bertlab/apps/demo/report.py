@@ -15,6 +15,7 @@ from typing import Any
 from bertlab.apps.demo.config import (
     MODELS,
     NUMBERS,
+    PRETRAIN_DIR,
     PRETRAINED,
     SCRATCH,
     SHIPPED,
@@ -31,7 +32,8 @@ from bertlab.apps.flows import (
 )
 from bertlab.core.atomic import atomic_file, write_text
 from bertlab.core.hub import SHIPPED_PREFIX
-from bertlab.training.metrics_log import METRICS_FILE, plot_curves, read_metrics
+from bertlab.core.run_folder import METRICS_FILE
+from bertlab.training.metrics_log import plot_curves, read_metrics
 from bertlab.training.pretraining.stats import PLATEAU_MARGIN, unigram_plateau
 
 FIGURE_DPI = 110
@@ -58,7 +60,7 @@ PRETRAIN_PANELS = (
 def write_report(out: Path) -> Path:
     """Figures first, then `report.md` that shows them, from OUT/results.json."""
     result = json.loads((out / RESULTS_FILE).read_text(encoding="utf-8"))
-    records = read_metrics(out / "pretrain" / METRICS_FILE)
+    records = read_metrics(out / PRETRAIN_DIR / METRICS_FILE)
     plot_curves(
         records,
         PRETRAIN_PANELS,

@@ -17,6 +17,7 @@ from typing import Any
 from bertlab.apps.demo.config import (
     DATA_DIR,
     DEV_FRACTION,
+    PRETRAIN_DIR,
     PRETRAINED,
     SCRATCH,
     SHIPPED,
@@ -28,6 +29,7 @@ from bertlab.apps.demo.report import run_name
 from bertlab.apps.flows import finetune_and_test, random_twin, seed_dir
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
+from bertlab.core.run_folder import FINAL_DIR
 from bertlab.core.shipped import shipped_model
 from bertlab.task_families import Task, make_task
 from bertlab.tokenizer.wordpiece import Tokenizer
@@ -77,7 +79,7 @@ def demo_rows(recipe: DemoRecipe, out: Path, vectors, seeds: tuple[int, ...]) ->
     """The demo's model and its two random twins. The twins start where pre-training started:
     the recipe's positions, BERT's dropout. Without `vectors` (step 4 skipped), no word-vector
     twin."""
-    pretrained = out / "pretrain" / "final"
+    pretrained = out / PRETRAIN_DIR / FINAL_DIR
     tokenizer = Tokenizer.from_pretrained(pretrained)
     config = model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob)
 

@@ -35,6 +35,7 @@ from bertlab.apps.demo.config import (
     EVAL_EXAMPLES,
     NEIGHBOURS,
     NUMBERS,
+    PRETRAIN_DIR,
     RECIPES,
     TOP_K,
     WORD_VECTORS,
@@ -67,13 +68,19 @@ from bertlab.core.config import (
 from bertlab.core.optional import MissingPackageError
 from bertlab.core.outputs import check_outputs
 from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced
-from bertlab.data.corpus import build_corpus
+from bertlab.core.run_folder import (
+    CORPUS_CACHE_DIR,
+    FINAL_DIR,
+    METRICS_FILE,
+    PLAN_FILE,
+    TOKENIZER_DIR,
+)
+from bertlab.corpus.build import build_corpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.metrics_log import read_metrics
 from bertlab.training.pretraining.budget import budget_recipe
-from bertlab.training.pretraining.budget_plan import PLAN_FILE
-from bertlab.training.pretraining.data import held_out_split
 from bertlab.training.pretraining.run import PretrainRun
 from bertlab.training.pretraining.runner import run_pretraining
 from bertlab.training.word2vec.vectors import WordVectorConfig, train_word_vectors
@@ -93,8 +100,8 @@ DEMO_COMMAND = "demo"  # whose run directory OUT is (`replacing.claim`)
 # What a demo writes in OUT, replaced as a whole by the next demo (`replacing.replacing`); the
 # corpus cache stays, tokenized again only for another tokenizer.
 DEMO_OUTPUTS = (
-    "tokenizer",
-    "pretrain",
+    TOKENIZER_DIR,
+    PRETRAIN_DIR,
     "twins",
     "finetune",
     "attention.png",
@@ -104,7 +111,6 @@ DEMO_OUTPUTS = (
     RESULTS_FILE,
     "report.md",
 )
-CORPUS_CACHE = "corpus"
 
 
 @dataclass
@@ -204,7 +210,7 @@ def run_demo(
     with holding(Path(out)) as out:  # one process at a time; another is refused with its pid
         if restore_replaced(out):  # a killed demo's: its earlier one comes back first
             logger.warning("%s: put back the earlier demo that an interrupted one replaced", out)
-        claim(out, DEMO_COMMAND, (*DEMO_OUTPUTS, CORPUS_CACHE), _is_demo)  # only the demo's
+        claim(out, DEMO_COMMAND, (*DEMO_OUTPUTS, CORPUS_CACHE_DIR), _is_demo)  # only the demo's
         check_outputs({"model": shipped[1]}, {}, {"out": outputs_in(out, DEMO_OUTPUTS)})
         # An earlier demo goes only once this one has finished: a failed or interrupted one
         # puts it back (and any command reading it does, after a kill).
@@ -259,7 +265,7 @@ def _demo(
     clock.lap("pre-training")
 
     say(f"\n== 3. Fill-mask: the model of step 2, and {name}")
-    predictions = _step_fill_mask(recipe, out / "pretrain" / "final", shipped_dir, say)
+    predictions = _step_fill_mask(recipe, out / PRETRAIN_DIR / FINAL_DIR, shipped_dir, say)
 
     say("\n== 4. Word vectors (word2vec, skip-gram) of the same text")
     vectors, neighbours = _step_word_vectors(recipe, tokenizer, out, say)
@@ -277,7 +283,7 @@ def _demo(
     scores = finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
     clock.lap("fine-tuning")
 
-    about = describe_shipped(name, shipped_dir, recipe, out / "pretrain" / "final")
+    about = describe_shipped(name, shipped_dir, recipe, out / PRETRAIN_DIR / FINAL_DIR)
     rows = shipped_rows(recipe, out, shipped_dir, about["same_start"], seeds)
     said = ", ".join(f"{row.name} seeds {row.seeds}" for row in rows)
     if not about["same_start"]:
@@ -353,7 +359,7 @@ def train_demo_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool = Fa
     tokenizer, report = train_tokenizer(
         [DATA_DIR / recipe.corpus], config, show_progress=show_progress
     )
-    tokenizer.save_pretrained(out / "tokenizer")
+    tokenizer.save_pretrained(out / TOKENIZER_DIR)
     return tokenizer, report
 
 
@@ -369,15 +375,15 @@ def _step_tokenizer(recipe: DemoRecipe, out: Path, show_progress: bool, say):
 def _step_pretrain(
     recipe: DemoRecipe, tokenizer: Tokenizer, minutes: float, out: Path, show_progress: bool, say
 ) -> dict[str, Any]:
-    run_dir = out / "pretrain"
+    run_dir = out / PRETRAIN_DIR
     run = PretrainRun(
         corpus=(DATA_DIR / recipe.corpus,),
         out=run_dir,
         budget=minutes * 60,  # the budget recipe's choices for these minutes
-        tokenizer=out / "tokenizer",
+        tokenizer=out / TOKENIZER_DIR,
         model_config=model_config(recipe, tokenizer, BertConfig.hidden_dropout_prob),
         lang=recipe.lang,
-        corpus_cache=out / CORPUS_CACHE,
+        corpus_cache=out / CORPUS_CACHE_DIR,
         max_seq_length=recipe.max_seq_length,
         log_every_steps=5,
         eval_every_steps=50,
@@ -432,7 +438,7 @@ def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say)
     without the word-vector row.
     """
     corpus = build_corpus(
-        [DATA_DIR / recipe.corpus], tokenizer, out / CORPUS_CACHE, recipe.lang, False
+        [DATA_DIR / recipe.corpus], tokenizer, out / CORPUS_CACHE_DIR, recipe.lang, False
     )  # built by pre-training: found in its cache
     num_train, _ = held_out_split(corpus.num_documents, EVAL_EXAMPLES)
     config = WordVectorConfig(vector_size=recipe.hidden_size)
@@ -468,7 +474,7 @@ def _step_word_vectors(recipe: DemoRecipe, tokenizer: Tokenizer, out: Path, say)
 
 
 def _step_attention(recipe: DemoRecipe, out: Path, say) -> None:
-    model_dir = out / "pretrain" / "final"
+    model_dir = out / PRETRAIN_DIR / FINAL_DIR
     model, tokenizer = load_encoder(model_dir)
     layer = recipe.num_hidden_layers
     pieces, attentions = attention_maps(model, tokenizer, recipe.example_sentence, layer)

@@ -91,17 +91,17 @@ from bertlab.apps.flows import (
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
-from bertlab.data.corpus import build_corpus
+from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
+from bertlab.corpus.build import build_corpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.task_families import Task
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetuning.finetune import TaskData
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.metrics_log import read_metrics
 from bertlab.training.pretraining.budget import budget_recipe
 from bertlab.training.pretraining.checkpointing import latest_checkpoint
-from bertlab.training.pretraining.data import held_out_split
-from bertlab.training.pretraining.loop import FINAL_DIR
 from bertlab.training.pretraining.runner import run_pretraining
 from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,

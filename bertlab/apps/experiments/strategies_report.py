@@ -15,6 +15,7 @@ from bertlab.apps.flows import (
     win_loss_level,
 )
 from bertlab.core.atomic import write_json, write_text
+from bertlab.core.run_folder import FINAL_DIR
 
 TABLE_FILE = "table.md"
 
@@ -29,7 +30,7 @@ def model_name(path: str) -> str:
     """A model folder as the table names it: `runs/x/pretrain-in-domain/final` ->
     `pretrain-in-domain`."""
     folder = Path(path)
-    return folder.parent.name if folder.name == "final" and folder.parent.name else folder.name
+    return folder.parent.name if folder.name == FINAL_DIR and folder.parent.name else folder.name
 
 
 def results_table(results: dict[str, Any]) -> list[str]:

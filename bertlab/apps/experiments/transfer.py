@@ -76,13 +76,14 @@ from bertlab.apps.flows import (
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import OBJECTIVE_DATA, PRESETS, BertConfig, read_json_object
 from bertlab.core.finetune_config import FinetuneConfig
+from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
 from bertlab.core.wording import Worded
-from bertlab.data.corpus import build_corpus
+from bertlab.corpus.build import build_corpus
 from bertlab.network.electra import ElectraForPreTraining
 from bertlab.task_families import Task
 from bertlab.tokenizer.wordpiece import TOKENIZER_FILES, Tokenizer
 from bertlab.training.finetuning.finetune import TaskData
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.training.metrics_log import read_metrics
 from bertlab.training.pretraining.budget import (
     FINETUNE_DROPOUT,
     budget_recipe,
@@ -93,7 +94,6 @@ from bertlab.training.pretraining.checkpointing import (
     list_checkpoints,
     load_state,
 )
-from bertlab.training.pretraining.loop import FINAL_DIR
 from bertlab.training.pretraining.runner import run_pretraining
 from bertlab.training.word2vec.vectors import (
     VECTORS_FILE,
@@ -262,7 +262,7 @@ def prepare_task_text(config: TransferConfig) -> tuple[Path, dict[str, int]]:
     """OUT/task_text.txt for --task-text: the chosen rows' training text, `task_text_repeats`
     times; with next-sentence prediction each example is a document of its own. Returns the
     path and the number of examples per row."""
-    per_document = 1 if OBJECTIVE_DATA[config.objective()].is_pair else TASK_TEXT_GROUP
+    per_document = 1 if OBJECTIVE_DATA[config.resolved.data.objective].is_pair else TASK_TEXT_GROUP
     texts = task_text(config.data_dir, config.selected_tasks(), config.lang)
     path = config.out / TASK_TEXT_FILE
     return path, write_task_text(path, texts, config.task_text_repeats, per_document)
@@ -271,7 +271,7 @@ def prepare_task_text(config: TransferConfig) -> tuple[Path, dict[str, int]]:
 def _check_shape(config: TransferConfig, model_dir: Path) -> None:
     """Refuse to continue a pre-training run of another shape than the one asked for."""
     found = BertConfig.from_json_file(model_dir / "config.json")
-    layers, hidden, _ = PRESETS[config.shape()]
+    layers, hidden, _ = PRESETS[config.resolved.shape]
     if (found.num_hidden_layers, found.hidden_size) != (layers, hidden):
         raise ValueError(
             Worded(
@@ -280,7 +280,7 @@ def _check_shape(config: TransferConfig, model_dir: Path) -> None:
                 path=model_dir,
                 found_layers=found.num_hidden_layers,
                 found_hidden=found.hidden_size,
-                shape=config.shape(),
+                shape=config.resolved.shape,
                 layers=layers,
                 hidden=hidden,
             )
@@ -489,11 +489,11 @@ def _results_base(config, rows, metric_names) -> dict[str, Any]:
             ),
             "finetune_learning_rate": config.learning_rate,
             "finetune_dropout": config.finetune_dropout,
-            "model_size": config.shape(),
+            "model_size": config.resolved.shape,
             "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
             "tokenizer": str(config.tokenizer) if config.tokenizer else "trained on the corpus",
-            "pretrain_objective": config.objective(),
-            "pretrain_mlm_probability": config.mlm_probability(),
+            "pretrain_objective": config.resolved.data.objective,
+            "pretrain_mlm_probability": config.resolved.data.mlm_probability,
             "test_fraction": TEST_FRACTION,
             "dev_fraction": DEV_FRACTION,
             "recipe": recipe.to_json(),

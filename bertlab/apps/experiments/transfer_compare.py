@@ -20,7 +20,8 @@ from typing import Any
 from bertlab.apps.experiments.transfer_config import arm_pretrain_dir
 from bertlab.apps.experiments.transfer_options import GENERAL
 from bertlab.apps.flows import RESULTS_FILE, outcome, summary, win_loss_level
-from bertlab.training.metrics_log import METRICS_FILE, read_metrics
+from bertlab.core.run_folder import METRICS_FILE
+from bertlab.training.metrics_log import read_metrics
 
 # Held-out scores of the last evaluation worth a column, in this order, where a run logged them.
 EVAL_SCORES = {

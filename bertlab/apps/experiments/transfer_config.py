@@ -10,6 +10,7 @@ from here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,9 @@ from bertlab.apps.experiments.transfer_rows import (
 )
 from bertlab.apps.flows import config_settings
 from bertlab.core.config import PRESETS, check_training_time
+from bertlab.core.run_folder import FINAL_DIR
 from bertlab.training.pretraining.budget import FINETUNE_DROPOUT, budget_recipe
-from bertlab.training.pretraining.loop import FINAL_DIR
-from bertlab.training.pretraining.run import PretrainRun
+from bertlab.training.pretraining.run import PretrainRun, ResolvedRun
 
 SCRATCH = 0  # the point "0 minutes of pre-training": a random model of the recipe's shape
 CHECKPOINT_MINUTES = 5.0  # pre-training checkpoints, from which the points are picked
@@ -202,13 +203,13 @@ class TransferConfig:
             **shared,
         )
 
-    def objective(self) -> str:
-        """The pre-training objective: --pretrain-objective, else the budget recipe's."""
-        return self.pretrain_run().resolved.data.objective
-
-    def mlm_probability(self) -> float:
-        """The pre-training masking rate: --pretrain-mlm-probability, else the recipe's."""
-        return self.pretrain_run().resolved.data.mlm_probability
+    @functools.cached_property
+    def resolved(self) -> ResolvedRun:
+        """The general arm's pre-training, resolved once (on first use): its objective
+        (`.data.objective`: --pretrain-objective, else the budget recipe's), masking rate
+        (`.data.mlm_probability`) and encoder (`.shape`, a PRESETS name: --model-size, else the
+        recipe's), which the task text, the scratch column and the results read."""
+        return self.pretrain_run().resolved
 
     def all_points(self) -> tuple[float, ...]:
         return (SCRATCH, *sorted(self.points), self.budget_minutes)
@@ -232,10 +233,6 @@ class TransferConfig:
         columns = self.columns()
         ends = [columns[0], columns[-1]] if self.arms == (GENERAL,) else [columns[0], *self.arms]
         return ends + [column for column in columns if column not in ends]
-
-    def shape(self) -> str:
-        """The encoder's PRESETS name: --model-size, else the budget recipe's."""
-        return self.pretrain_run().resolved.shape
 
 
 # TransferConfig fields that are no settings: where the inputs and OUT are (the task data is
@@ -261,7 +258,7 @@ def experiment_settings(config: TransferConfig) -> dict[str, Any]:
     task_text = config.task_text_repeats > 0
     resolved = {
         "corpus": config.corpus_files(),
-        "model_size": config.shape(),
+        "model_size": config.resolved.shape,
         "pretrain_learning_rate": config.pretrain_learning_rate or recipe.learning_rate,
         **{f"recipe.{name}": value for name, value in recipe.to_json().items()},
         "finetune_learning_rate": config.learning_rate,

@@ -34,6 +34,15 @@ from bertlab.core.finetune_config import (
 from bertlab.core.model_card import ModelCard, write_model_card
 from bertlab.core.outputs import check_outputs
 from bertlab.core.replacing import claim, outputs_in, replacing, restore_replaced
+from bertlab.core.run_folder import (
+    BEST_DIR,
+    CURVES_FILE,
+    FINETUNE_OUTPUTS,
+    METRICS_FILE,
+    PRETRAIN_OUTPUTS,
+    RESULT_FILE,
+    SEEDS_FILE,
+)
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
 from bertlab.data.tasks.classification import Example
@@ -42,7 +51,6 @@ from bertlab.network.heads import BertForTask
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer, check_fits_vocabulary
 from bertlab.training.finetuning.loop import (
-    BEST_DIR,
     FinetuneResult,
     apply_freezing,
     train_task_model,
@@ -52,22 +60,13 @@ from bertlab.training.finetuning.one_class import (
     one_class_collapse,
     one_class_training,
 )
-from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE
-from bertlab.training.pretraining.checkpointing import CHECKPOINTS_DIR
-from bertlab.training.pretraining.loop import FINAL_DIR
 
 logger = logging.getLogger(__name__)
 
-RESULT_FILE = "result.json"
-SEEDS_FILE = "seeds.json"
-# What shows that OUT holds a run: a fine-tuning run's model, results or seed runs (OUT/seed-S),
-# or a pre-training run.
-FINETUNE_OUTPUTS = (BEST_DIR, RESULT_FILE, SEEDS_FILE)
-SEED_DIR_PATTERN = "seed-*"
+SEED_DIR_PATTERN = "seed-*"  # OUT/seed-S: one run per seed
 FINETUNE_COMMAND = "finetune"  # whose run directory OUT is (`replacing.claim`)
 # Everything a fine-tuning run writes in OUT: what `--overwrite` replaces.
 FINETUNE_OUTPUT_NAMES = (*FINETUNE_OUTPUTS, METRICS_FILE, CURVES_FILE, SEED_DIR_PATTERN)
-PRETRAIN_OUTPUTS = (FINAL_DIR, CHECKPOINTS_DIR)
 
 
 @dataclass(frozen=True)
@@ -355,7 +354,10 @@ def claim_out(out: Path, overwrite: bool) -> None:
 
 def _is_finetuning_run(out: Path) -> bool:
     """Whether `out` holds a fine-tuning run by its layout: a best/ with the task settings."""
-    return any((best / TASK_FILE).is_file() for best in [out / BEST_DIR, *out.glob("seed-*/best")])
+    return any(
+        (best / TASK_FILE).is_file()
+        for best in [out / BEST_DIR, *out.glob(f"{SEED_DIR_PATTERN}/{BEST_DIR}")]
+    )
 
 
 # --- the model card -------------------------------------------------------------------------------

@@ -32,11 +32,12 @@ from tqdm import tqdm
 
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneConfig
+from bertlab.core.run_folder import BEST_DIR, CURVES_FILE, METRICS_FILE
 from bertlab.core.runtime import PrecisionChoice, autocast, choose_precision, denormals_flushed
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.network.heads import BertForTask
 from bertlab.training.finetuning.one_class import OneClassCollapse
-from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
+from bertlab.training.metrics_log import MetricsLog, plot_curves
 from bertlab.training.optim import (
     DivergedError,
     build_optimizer,
@@ -45,8 +46,6 @@ from bertlab.training.optim import (
 )
 
 logger = logging.getLogger(__name__)
-
-BEST_DIR = "best"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import torch
 
 from bertlab.core.atomic import write_json
 from bertlab.core.config import PRESETS, BertConfig
+from bertlab.core.run_folder import PLAN_FILE
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -48,7 +49,6 @@ from bertlab.training.pretraining.budget import (
     choose_shape,
 )
 
-PLAN_FILE = "budget_plan.json"  # OUT/budget_plan.json
 WARMUP_STEPS = 2  # untimed: kernel selection, allocator
 TIMED_STEPS = 4
 LOADER_SECONDS = 2.0  # the data worker's speed, measured over about this long

@@ -10,8 +10,8 @@ from typing import Any
 from bertlab.core.config import BertConfig
 from bertlab.core.model_card import ModelCard
 from bertlab.core.runtime import PrecisionChoice
-from bertlab.data.preflight import PreflightReport
-from bertlab.training.pretraining.data import held_out_split
+from bertlab.corpus.preflight import PreflightReport
+from bertlab.corpus.prepare import held_out_split
 from bertlab.training.pretraining.loop import PretrainResult
 from bertlab.training.pretraining.run import ResolvedRun
 from bertlab.training.pretraining.stats import PLATEAU_DOCS, unigram_plateau

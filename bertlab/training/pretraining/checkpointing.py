@@ -23,11 +23,11 @@ import torch
 
 from bertlab.core.atomic import atomic_directory, atomic_writer, remove_directory
 from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.run_folder import CHECKPOINTS_DIR
 from bertlab.core.runtime import DistributedContext
 from bertlab.core.wording import Worded
 from bertlab.network.checkpoint import load_tensors
 
-CHECKPOINTS_DIR = "checkpoints"
 STATE_FILE = "training_state.pt"
 _NAME = re.compile(r"^step-(\d+)$")
 STEP_DIGITS = 6

@@ -41,6 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
+from bertlab.core.run_folder import CURVES_FILE, METRICS_FILE
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -54,22 +55,22 @@ from bertlab.core.runtime import (
     set_rng_state,
     set_seed,
 )
-from bertlab.data.corpus import TokenizedCorpus
+from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.prepare import held_out_split
 from bertlab.data.pretraining import SpecialIds
-from bertlab.data.stream import StreamPosition, held_out_batches
-from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
-from bertlab.network.checkpoint import load_into, read_weights
-from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.metrics_log import CURVES_FILE, METRICS_FILE, MetricsLog, plot_curves
-from bertlab.training.optim import DivergedError, build_optimizer
-from bertlab.training.pretraining import checkpointing
-from bertlab.training.pretraining.data import (
+from bertlab.data.stream import (
     EVAL_SEED_OFFSET,
-    held_out_split,
+    StreamPosition,
+    held_out_batches,
     training_batches,
     training_stream,
 )
-from bertlab.training.pretraining.objectives import FINAL_DIR as FINAL_DIR  # read from here too
+from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
+from bertlab.network.checkpoint import load_into, read_weights
+from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training.metrics_log import MetricsLog, plot_curves
+from bertlab.training.optim import DivergedError, build_optimizer
+from bertlab.training.pretraining import checkpointing
 from bertlab.training.pretraining.objectives import StepShare, objective_of
 from bertlab.training.pretraining.schedules import pretrain_schedule
 from bertlab.training.pretraining.stats import (
@@ -459,7 +460,15 @@ class _Run:
 
     def _evaluate(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         self.model.eval()
-        values = evaluate(self.model, batches, self.device, self.precision, self.objective)
+        objective = self.objective
+        values = evaluate(
+            self.model,
+            batches,
+            self.device,
+            self.precision,
+            objective.batch_stats,
+            objective.detection_scores,
+        )
         if self.unigram is not None:  # measured once on these batches (`train`)
             values["mlm_unigram_accuracy"] = self.unigram
         values = self.objective.named(values)

@@ -39,6 +39,7 @@ from bertlab.core.config import (
     ObjectiveData,
     PretrainDataConfig,
 )
+from bertlab.core.run_folder import FINAL_DIR
 from bertlab.network.bert import BertForPreTraining, BertPreTrainedModel, PreTrainingOutput
 from bertlab.network.electra import ElectraForPreTraining, ElectraOutput
 from bertlab.tokenizer.wordpiece import Tokenizer
@@ -49,7 +50,6 @@ from bertlab.training.pretraining.stats import (
     detection_stats,
 )
 
-FINAL_DIR = "final"  # OUT/final: what fine-tuning uses, with the tokenizer
 GENERATOR_DIR = "generator"  # ELECTRA: the generator, beside the final (discriminator) model
 # ELECTRA: the discriminator with its replaced-token head, in transformers' ELECTRA layout
 DISCRIMINATOR_DIR = "discriminator"

@@ -1,8 +1,6 @@
-"""What `bertlab pretrain` may choose and the folders a run writes, declared without torch so
-that its `--help` shows them fast; `bertlab.training.pretraining.run` reads them.
+"""What `bertlab pretrain` may choose, declared without torch so that its `--help` shows it
+fast; `bertlab.training.pretraining.run` reads it. The folders a run writes are named in
+`bertlab.core.run_folder`, the languages of a corpus (`LANGS`) in `bertlab.corpus.sources`.
 """
 
-CORPUS_CACHE_DIR = "corpus"  # OUT/corpus: the tokenized corpus, unless `corpus_cache` says
-TOKENIZER_DIR = "tokenizer"  # OUT/tokenizer: a vocabulary trained on the corpus
 DEFAULT_MODEL_SIZE = "mini"
-LANGS = ("auto", "en", "zh")

@@ -40,7 +40,7 @@ from bertlab.core.config import (
     check_training_time,
     objective_data,
 )
-from bertlab.core.corpus_sources import CorpusReading
+from bertlab.corpus.sources import LANGS, CorpusReading
 from bertlab.training.pretraining.budget import (
     FINETUNE_DROPOUT,
     POSITION_INITS,
@@ -49,7 +49,7 @@ from bertlab.training.pretraining.budget import (
 )
 from bertlab.training.pretraining.budget_plan import BudgetPlan
 from bertlab.training.pretraining.objectives import OBJECTIVES, Objective, objective_of
-from bertlab.training.pretraining.options import DEFAULT_MODEL_SIZE, LANGS
+from bertlab.training.pretraining.options import DEFAULT_MODEL_SIZE
 
 # Fields that the budget recipe fills when they are not chosen, with the recipe's field names.
 _RECIPE_FIELDS = (
@@ -85,7 +85,7 @@ class PretrainRun:
     Attributes:
         corpus: files, folders or patterns: plain text in Google's layout (a sentence or
             paragraph per line, a blank line between documents), JSON Lines, CSV, TSV, Parquet,
-            a folder saved by `datasets`; gzipped or not (`bertlab.core.corpus_sources`).
+            a folder saved by `datasets`; gzipped or not (`bertlab.corpus.sources`).
         out: the run directory: checkpoints, metrics.jsonl, curves.png and `final/`.
         budget: seconds of training with the budget recipe's defaults (vocabulary, shape,
             objective, masking, schedule); give exactly one of budget, max_steps, max_time.

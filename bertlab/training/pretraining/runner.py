@@ -5,9 +5,10 @@
 
 The run (`bertlab.training.pretraining.run.PretrainRun`) goes through, in order: OUT and the
 corpus checked, the tokenizer (given or trained on the corpus), the tokenized corpus and its
-pre-flight report, the budget's plan for this machine, the model, the loop
-(`bertlab.training.pretraining.loop`), and the model card of OUT/final
-(`bertlab.training.pretraining.card`). Settings that cannot run (a resume from other settings,
+pre-flight report (`bertlab.corpus.prepare.prepare_corpus`), the budget's plan for this machine,
+the model, the loop (`bertlab.training.pretraining.loop`), and the model card of OUT/final
+(`bertlab.training.pretraining.card`). Its report goes to one `RunOutput`: the log, or the
+caller's `say`. Settings that cannot run (a resume from other settings,
 sequences longer than the model's positions, a batch beyond this machine's memory) are refused
 before the corpus is read where they can be.
 """
@@ -17,26 +18,33 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import itertools
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from bertlab.core import hub
 from bertlab.core.atomic import (
-    LOCK_FILE,
     WriteError,
     atomic_directory,
     remove_temporaries,
     run_lock,
 )
-from bertlab.core.config import BertConfig
-from bertlab.core.corpus_sources import open_corpus
+from bertlab.core.config import BertConfig, PretrainConfig
 from bertlab.core.model_card import write_model_card
 from bertlab.core.outputs import check_outputs
+from bertlab.core.run_folder import (
+    CHECKPOINTS_DIR,
+    CORPUS_CACHE_DIR,
+    FINAL_DIR,
+    FINETUNE_OUTPUTS,
+    LOCK_FILE,
+    PLAN_FILE,
+    TOKENIZER_DIR,
+)
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
@@ -47,12 +55,14 @@ from bertlab.core.runtime import (
     set_seed,
 )
 from bertlab.core.wording import Worded
-from bertlab.data.corpus import TokenizedCorpus, build_corpus, check_objective, preflight_report
-from bertlab.data.corpus_encode import sniff_lang
+from bertlab.corpus.encode import sniff_lang
+from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.prepare import prepare_corpus
+from bertlab.corpus.sources import open_corpus
 from bertlab.data.pretraining import SpecialIds
+from bertlab.data.stream import training_stream
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetuning.finetune import FINETUNE_OUTPUTS
 from bertlab.training.pretraining import checkpointing
 from bertlab.training.pretraining.budget import (
     BudgetRecipe,
@@ -60,7 +70,6 @@ from bertlab.training.pretraining.budget import (
     restore_finetune_dropout,
 )
 from bertlab.training.pretraining.budget_plan import (
-    PLAN_FILE,
     BudgetPlan,
     load_plan,
     nearest_preset,
@@ -69,21 +78,54 @@ from bertlab.training.pretraining.budget_plan import (
     save_plan,
 )
 from bertlab.training.pretraining.card import pretraining_card
-from bertlab.training.pretraining.data import held_out_split, training_stream
-from bertlab.training.pretraining.loop import FINAL_DIR, PretrainResult, pretrain
+from bertlab.training.pretraining.loop import PretrainResult, pretrain
 from bertlab.training.pretraining.memory import check_length, check_memory
-from bertlab.training.pretraining.options import CORPUS_CACHE_DIR, TOKENIZER_DIR
 from bertlab.training.pretraining.run import PretrainRun, ResolvedRun
 from bertlab.training.pretraining.stats import near_chance_warning, plateau_warning, unigram_plateau
 
 logger = logging.getLogger(__name__)
 
 
+def _quiet(line: str) -> None:
+    """Says nothing: the report of the processes other than the main one."""
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Where a run's report goes.
+
+    Attributes:
+        say: a line of the report.
+        warn: a warning among the lines (the corpus's): said as "warning: ...", or logged as a
+            warning where the lines are the log.
+        alert: a warning the log always gets, in every process, and said as well where the
+            lines go elsewhere.
+    """
+
+    say: Callable[[str], None]
+    warn: Callable[[str], None]
+    alert: Callable[[str], None]
+
+    @classmethod
+    def to(cls, say: Callable[[str], None]) -> RunOutput:
+        """The report and its warnings said by `say` (`print`, a list's `append`, ...)."""
+
+        def alert(warning: str) -> None:
+            logger.warning(warning)
+            say(warning)
+
+        return cls(say, lambda warning: say(f"warning: {warning}"), alert)
+
+
+LOGGED = RunOutput(logger.info, logger.warning, logger.warning)  # `run_pretraining`'s default
+QUIET = RunOutput(_quiet, _quiet, logger.warning)  # the processes other than the main one
+
+
 def run_pretraining(
     run: PretrainRun,
     context: DistributedContext = SINGLE_PROCESS,
     show_progress: bool = True,
-    say: Callable[[str], None] = logger.info,
+    say: Callable[[str], None] | None = None,
 ) -> PretrainResult:
     """Pre-train as `run` says: tokenizer, tokenized corpus, pre-flight check, model, loop.
 
@@ -91,7 +133,8 @@ def run_pretraining(
         run: the run.
         context: this process's place in a torchrun job (one process by default).
         show_progress: progress bars (the main process only).
-        say: where the run's report lines go (the main process only).
+        say: where the run's report lines go (the main process only); None: the log, with
+            the warnings logged as warnings.
 
     Returns:
         The loop's `PretrainResult`: counters, `final_dir` and the last held-out evaluation.
@@ -117,7 +160,8 @@ def run_pretraining(
         if context.is_main:
             _check_out(out, run.resume)
         try:
-            return _run(run.resolved, out, context, show_progress, say)
+            output = (LOGGED if say is None else RunOutput.to(say)) if context.is_main else QUIET
+            return _run(run.resolved, out, context, show_progress and context.is_main, output)
         except WriteError as error:
             error.hint = _how_to_go_on(out, error)
             raise
@@ -145,42 +189,35 @@ def _run(
     out: Path,
     context: DistributedContext,
     show_progress: bool,
-    say: Callable[[str], None],
+    output: RunOutput,
 ) -> PretrainResult:
-    say = say if context.is_main else _quiet
-    show_progress = show_progress and context.is_main
+    """The run in this process: its report goes to `output` (QUIET but in the main process)."""
     choices = run.choices
     _check_shared_out(out, context)
     _check_fits(run)  # before a vocabulary is trained on the corpus
-    tokenizer = _tokenizer(run, out, context, show_progress, say)
-    cache = _cache(choices)
-    files, lang = choices.corpus, choices.lang
-    whole_word = run.data.do_whole_word_mask
+    tokenizer = _tokenizer(run, out, context, show_progress, output.say)
     model_config = _model_config(run, tokenizer)  # a tokenizer that does not fit, refused here
     if choices.resume:  # a resume with other settings is refused before its corpus cache is built
         _check_resumable(run, model_config, out, tokenizer, context)
-    if context.is_main:
-        corpus = build_corpus(
-            files, tokenizer, cache, lang, show_progress, whole_word, reading=run.reading
-        )
-    barrier(context)
-    if not context.is_main:
-        corpus = build_corpus(files, tokenizer, cache, lang, False, whole_word, reading=run.reading)
-    report = preflight_report(corpus, tokenizer, run.data.objective, run.data.max_seq_length)
-    for line in report.summary():
-        say(line)
-    check_objective(report, run.data.objective)
-    warning = _no_held_out_warning(corpus.num_documents, run.loop.eval_examples)
-    if warning is not None and say == logger.info:  # the default `say`: logged as a warning
-        logger.warning(warning)
-    elif warning is not None:
-        say(f"warning: {warning}")  # with the pre-flight report's warnings
+    corpus, report = prepare_corpus(
+        choices.corpus,
+        tokenizer,
+        _cache(choices),
+        run.data,
+        run.loop.eval_examples,
+        lang=choices.lang,
+        reading=run.reading,
+        context=context,
+        show_progress=show_progress,
+        say=output.say,
+        warn=output.warn,
+    )
     if choices.budget is not None:
         plan = _plan(run, model_config, out, corpus, tokenizer, context)
         run, model_config = _with_plan(run, model_config, plan, tokenizer)
-        say(f"budget recipe for {choices.budget / 60:g} min: {run.description}")
+        output.say(f"budget recipe for {choices.budget / 60:g} min: {run.description}")
         for line in run.plan.lines():
-            say(f"  {line}")
+            output.say(f"  {line}")
     data_config, loop_config = run.data, run.loop
     check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
     set_seed(loop_config.seed)
@@ -188,7 +225,7 @@ def _run(
     if choices.init_from is None:
         init_positions(model.bert.embeddings, run.position_init, model_config.initializer_range)
     num_parameters = sum(p.numel() for p in model.parameters())
-    say(
+    output.say(
         f"model: {num_parameters / 1e6:.1f}M parameters, {model_config.num_hidden_layers} layers, "
         f"hidden {model_config.hidden_size}; global batch "
         f"{loop_config.batch_size * context.world_size} x {data_config.max_seq_length} tokens; "
@@ -206,8 +243,23 @@ def _run(
         choices.resume,
         show_progress,
     )
+    _report_result(result, loop_config, output)
+    dropout = run.final_dropout
+    if dropout is not None and context.is_main and result.final_dir is not None:
+        restore_finetune_dropout(result.final_dir, dropout)
+        output.say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
+    if context.is_main and result.final_dir is not None:
+        card = pretraining_card(
+            run, corpus.meta, report, model_config, num_parameters, result, context.world_size
+        )
+        write_model_card(result.final_dir, card)
+    return dataclasses.replace(result, recipe=run.description)
+
+
+def _report_result(result: PretrainResult, loop_config: PretrainConfig, output: RunOutput) -> None:
+    """What the run trained, its last held-out evaluation and the warnings they call for."""
     progress = result.progress
-    say(
+    output.say(
         f"trained {progress.step:,} steps, {progress.tokens:,} tokens in "
         f"{progress.elapsed / 60:.1f} min"
     )
@@ -221,25 +273,13 @@ def _run(
                 f" — still on the unigram plateau (accuracy {plateau[0]:.1%} vs unigram "
                 f"{plateau[1]:.1%})"
             )
-        say(line)
+        output.say(line)
     warning = near_chance_warning(result.last_eval)
     if warning is not None:
-        say(warning)
+        output.say(warning)
     warning = plateau_warning(result.last_eval, progress.tokens, loop_config.plateau_min_tokens)
     if warning is not None:
-        logger.warning(warning)
-        if say != logger.info:  # the default `say` would log it a second time
-            say(warning)
-    dropout = run.final_dropout
-    if dropout is not None and context.is_main and result.final_dir is not None:
-        restore_finetune_dropout(result.final_dir, dropout)
-        say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
-    if context.is_main and result.final_dir is not None:
-        card = pretraining_card(
-            run, corpus.meta, report, model_config, num_parameters, result, context.world_size
-        )
-        write_model_card(result.final_dir, card)
-    return dataclasses.replace(result, recipe=run.description)
+        output.alert(warning)
 
 
 def _plan(
@@ -340,19 +380,6 @@ def _check_shared_out(out: Path, context: DistributedContext) -> None:
         )
 
 
-def _no_held_out_warning(num_documents: int, eval_examples: int) -> str | None:
-    """Why a run that asks for evaluation gets none: too few documents to hold some out."""
-    if not eval_examples or held_out_split(num_documents, eval_examples)[1]:
-        return None
-    needed = next(n for n in itertools.count(num_documents) if held_out_split(n, eval_examples)[1])
-    return (
-        f"the corpus has {num_documents} document{'s' if num_documents != 1 else ''}, fewer "
-        f"than the {needed} needed to hold some out for evaluation: --eval-every evaluates "
-        "nothing and the unigram plateau goes unchecked; give at least "
-        f"{needed} documents (a blank line between two)"
-    )
-
-
 def _check_same_budget(run: ResolvedRun, model_config: BertConfig, out: Path) -> None:
     """Refuse a resume with another budget or model size than OUT's plan, before the corpus is
     read and the plan made again (and saved over OUT's)."""
@@ -384,16 +411,12 @@ def _cache(run: PretrainRun) -> Path:
     )
 
 
-def _quiet(line: str) -> None:
-    """`say` of the processes other than the main one."""
-
-
 def _check_out(out: Path, resume: bool) -> None:
     """Refuse to start over a run that can be resumed or is finished, or in a fine-tuning run's
     directory; clear what killed writers left (temporary files and checkpoints): a run killed
     before its first checkpoint was complete holds nothing to resume, and runs again from the
     start."""
-    for directory in (out, out / checkpointing.CHECKPOINTS_DIR):
+    for directory in (out, out / CHECKPOINTS_DIR):
         remove_temporaries(directory)
     has_checkpoint = checkpointing.latest_checkpoint(out) is not None
     if not resume and (has_checkpoint or (out / FINAL_DIR).exists()):

@@ -12,7 +12,8 @@ ELECTRA's replaced-token detection.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -21,8 +22,11 @@ from bertlab.core.metrics import roc_auc
 from bertlab.core.runtime import autocast
 from bertlab.network.bert import IGNORE_INDEX
 
-if TYPE_CHECKING:
-    from bertlab.training.pretraining.objectives import Objective
+# What an objective measures on a batch (`objectives.Objective.batch_stats`,
+# `detection_scores`): its sums in the order of STATS, then its real tokens; and (scores, 0/1
+# truths) of its replaced-token detection, or None.
+BatchStats = Callable[[Any, dict[str, torch.Tensor], int], torch.Tensor]
+DetectionScores = Callable[[Any], tuple[torch.Tensor, torch.Tensor] | None]
 
 # A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
 # statistics, summed in the masked-LM slots, are logged under a language model's names.
@@ -84,11 +88,13 @@ def evaluate(
     batches: list[dict[str, torch.Tensor]],
     device: torch.device,
     precision: str,
-    objective: Objective,
+    measure: BatchStats,
+    detect: DetectionScores,
 ) -> dict[str, float]:
     """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
-    predictions, as `objective` measures them (with the AUC of its detection scores, if it has
-    any). The caller puts the model in eval mode."""
+    predictions as `measure` sums them (an objective's `batch_stats`), with the AUC of what
+    `detect` scores (its `detection_scores`), if anything. The caller puts the model in eval
+    mode."""
     stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=device)
     scores, truths = [], []
     for batch in batches:
@@ -96,8 +102,8 @@ def evaluate(
         with autocast(device, precision):
             output = model(**batch)
         count = int((batch["labels"] != IGNORE_INDEX).sum())
-        stats += objective.batch_stats(output, batch, count)
-        detected = objective.detection_scores(output)
+        stats += measure(output, batch, count)
+        detected = detect(output)
         if detected is not None:
             scores.append(detected[0])
             truths.append(detected[1])

@@ -35,10 +35,10 @@ import numpy as np
 import torch
 
 from bertlab.core.atomic import atomic_file
-from bertlab.core.corpus_sources import CorpusReading, corpus_lines, open_corpus
 from bertlab.core.optional import require
-from bertlab.data.corpus_format import TokenizedCorpus
-from bertlab.data.text_units import jieba_segmenter
+from bertlab.corpus.format import TokenizedCorpus
+from bertlab.corpus.sources import CorpusReading, corpus_lines, open_corpus
+from bertlab.corpus.text_units import jieba_segmenter
 from bertlab.tokenizer.basic import build_normalizer, build_pre_tokenizer
 from bertlab.training.word2vec.options import METHODS, WORD_LANGS
 
@@ -102,7 +102,7 @@ def train_word_vectors(
     """Train piece vectors on the corpus's sentences; keys are piece ids as strings.
 
     Args:
-        corpus: a tokenized corpus (`bertlab.data.corpus.build_corpus`).
+        corpus: a tokenized corpus (`bertlab.corpus.build.build_corpus`).
         config: the word2vec settings.
         documents: (first, end) documents to read; all when None (pre-training holds out the
             corpus's last documents: pass its training range to leave them unseen).
@@ -373,7 +373,7 @@ def write_word_corpus(
     written.
 
     Args:
-        paths: files, folders or patterns in any corpus format (`bertlab.core.corpus_sources`).
+        paths: files, folders or patterns in any corpus format (`bertlab.corpus.sources`).
         lang: how words are split, one of WORD_LANGS.
         out_path: the file to write.
         max_words: stop after this many words.

@@ -11,10 +11,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from bertlab.core.optional import require
+from bertlab.corpus.sources import LANGS
 from bertlab.tokenizer.basic import is_cjk_ideograph
 from bertlab.tokenizer.wordpiece import CONTINUING_SUBWORD_PREFIX
 
-SPLITTERS_BY_LANG = ("en", "zh")
+SPLITTERS_BY_LANG = tuple(lang for lang in LANGS if lang != "auto")  # "auto" is decided per file
 
 
 # --- sentence splitting ----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Corpus files: plain or gzipped UTF-8 text, checked the same way by every command that reads one.
 
 `bertlab tokenizer train`, `bertlab pretrain` (the tokenized corpus) and the word vectors all read
-their text files here (through `bertlab.core.corpus_readers`, which reads every format), so a
+their text files here (through `bertlab.corpus.readers`, which reads every format), so a
 binary file, a broken or truncated gzip file and a file mostly not UTF-8 are refused alike, each
 with one line naming the file; `read_lines` (a command's input file) also refuses a missing file
 and a directory:

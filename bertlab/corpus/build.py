@@ -1,18 +1,19 @@
-"""The on-disk pre-training corpus: raw text tokenized once into memory-mapped arrays.
+"""Building the on-disk pre-training corpus: raw text tokenized once into memory-mapped arrays.
 
 Input is Google's layout (google-research/bert `create_pretraining_data.py`): one sentence or
 paragraph per line, a blank line between documents (a new file also starts a new document).
 Plain-text files are that layout; JSON Lines, CSV, TSV, Parquet files, folders and saved
-`datasets` are read as it, a record one document (`bertlab.core.corpus_sources`). Each line is
+`datasets` are read as it, a record one document (`bertlab.corpus.sources`). Each line is
 split into sentences (`split_sentences`, English or Chinese rules, chosen per file) and every
 sentence is tokenized without special tokens.
 
-This module is the entry point, `build_corpus`; the work is split along the way data flows:
+This module is the entry point, `build_corpus`; the work is split along the way data flows
+(`bertlab.corpus` lists the folder):
 
-    corpus_format.py  the files of a corpus directory, fingerprints, `TokenizedCorpus` (reader)
-    corpus_encode.py  reading chunks of lines, splitting and tokenizing them in worker processes,
-                      appending the results to the files
-    preflight.py      `preflight_report` and `check_objective`, run before training
+    format.py     the files of a corpus directory, fingerprints, `TokenizedCorpus` (reader)
+    encode.py     reading chunks of lines, splitting and tokenizing them in worker processes,
+                  appending the results to the files
+    preflight.py  `preflight_report` and `check_objective`, run before training
 
 The directory is assembled under a temporary name next to `out_dir` and renamed into place at the
 end, so a failure never leaves a half-written corpus. When `meta.json` records the same
@@ -35,11 +36,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from bertlab.core.atomic import atomic_directory, write_json
-from bertlab.core.corpus_readers import ReadCounts
-from bertlab.core.corpus_sources import CorpusReading, CorpusSource, open_corpus
-from bertlab.core.text_files import check_mostly_utf8
 from bertlab.core.wording import Worded
-from bertlab.data.corpus_encode import (
+from bertlab.corpus.encode import (
     BYTES_PER_MEGABYTE,
     ChunkEncoder,
     CorpusWriter,
@@ -47,7 +45,7 @@ from bertlab.data.corpus_encode import (
     read_tasks,
     sniff_lang,
 )
-from bertlab.data.corpus_format import (
+from bertlab.corpus.format import (
     CORPUS_FILES,
     FORMAT_VERSION,
     META_FILE,
@@ -55,24 +53,12 @@ from bertlab.data.corpus_format import (
     corpus_fingerprint,
     tokenizer_fingerprint,
 )
-from bertlab.data.preflight import PreflightReport, check_objective, preflight_report
+from bertlab.corpus.readers import ReadCounts
+from bertlab.corpus.sources import LANGS, CorpusReading, CorpusSource, open_corpus
+from bertlab.corpus.text_files import check_mostly_utf8
 from bertlab.tokenizer.wordpiece import Tokenizer
 
-# The public names of the corpus pipeline, importable from here as before the split.
-__all__ = [
-    "META_FILE",
-    "LANGS",
-    "PreflightReport",
-    "TokenizedCorpus",
-    "build_corpus",
-    "check_objective",
-    "default_num_workers",
-    "preflight_report",
-]
-
 logger = logging.getLogger(__name__)
-
-LANGS = ("auto", "en", "zh")
 
 
 def _cached(out_dir: Path, expected: dict) -> TokenizedCorpus | None:
@@ -139,7 +125,7 @@ def build_corpus(
         (36183, memmap([ 4926, 22517, 7767], dtype=uint16))
 
     Args:
-        paths: files, folders or patterns (`bertlab.core.corpus_sources`): plain text in
+        paths: files, folders or patterns (`bertlab.corpus.sources`): plain text in
             Google's layout (blank line between documents), JSON Lines, CSV, TSV, Parquet, a
             saved dataset; gzipped or not.
         tokenizer: encodes every sentence, without [CLS]/[SEP].

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertlab.core.config import objective_data
-from bertlab.data.corpus_encode import MIN_DUPLICATE_CHECK_BYTES
-from bertlab.data.corpus_format import TokenizedCorpus, tokenizer_fingerprint
+from bertlab.corpus.encode import MIN_DUPLICATE_CHECK_BYTES
+from bertlab.corpus.format import TokenizedCorpus, tokenizer_fingerprint
 from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_PAIR, Tokenizer
 
 MIN_DOCUMENT_SENTENCES = 2  # NSP draws B from the same document: one sentence gives no IsNext pair

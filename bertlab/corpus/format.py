@@ -1,6 +1,6 @@
 """The on-disk format of a pre-training corpus, and its memory-mapped reader `TokenizedCorpus`.
 
-A corpus directory (written by `bertlab.data.corpus.build_corpus`) holds:
+A corpus directory (written by `bertlab.corpus.build.build_corpus`) holds:
 
     token_ids.bin         (T,) uint16 (uint32 when an id exceeds 65535): all sentences, end to end
     sentence_offsets.npy  (S + 1,) int64: start of each sentence in token_ids, then T
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import tokenizers
 
-from bertlab.core.corpus_sources import CorpusSource
+from bertlab.corpus.sources import CorpusSource
 from bertlab.tokenizer.wordpiece import Tokenizer
 
 FORMAT_VERSION = 1  # bump when the layout or the splitting/tokenizing of lines changes

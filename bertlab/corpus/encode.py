@@ -5,7 +5,7 @@ Memory stays bounded: lines are read in chunks, a few chunks are in flight at a 
 are appended to the files as they arrive. Chunks are split and tokenized by a pool of worker
 processes (one per core), so the Python sentence splitter and the tokenizer both use every core.
 
-Sources are read by `bertlab.core.corpus_sources`, as in tokenizer training: each format as
+Sources are read by `bertlab.corpus.sources`, as in tokenizer training: each format as
 lines of Google's layout (a record of JSON Lines, CSV or Parquet one document). Lines that are
 not valid UTF-8 are skipped and counted, a binary or broken gzip file is refused, and one that is
 mostly not UTF-8 is refused by `build_corpus` after reading.
@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from bertlab.core.corpus_readers import ReadCounts
-from bertlab.core.corpus_sources import CorpusSource
-from bertlab.data.corpus_format import TOKEN_IDS_FILE, WORD_STARTS_FILE, token_dtype
-from bertlab.data.text_units import chinese_word_starts, english_word_starts, split_sentences
+from bertlab.corpus.format import TOKEN_IDS_FILE, WORD_STARTS_FILE, token_dtype
+from bertlab.corpus.readers import ReadCounts
+from bertlab.corpus.sources import CorpusSource
+from bertlab.corpus.text_units import chinese_word_starts, english_word_starts, split_sentences
 from bertlab.tokenizer.wordpiece import Tokenizer
 
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # bounds memory: at most this many chunks queued per worker

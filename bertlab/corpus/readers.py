@@ -1,6 +1,6 @@
 """Corpus readers: each format users keep unlabeled text in, read as Google's layout.
 
-`READERS` is the one table of formats (`bertlab.core.corpus_sources` chooses the entry for a file
+`READERS` is the one table of formats (`bertlab.corpus.sources` chooses the entry for a file
 or folder):
 
     text     Google's layout as it is: one sentence or paragraph a line, a blank line between
@@ -11,7 +11,7 @@ or folder):
     parquet  a text column of a Parquet file (`.parquet`), streamed a batch of rows at a time
     dataset  a folder written by Hugging Face `datasets`' `save_to_disk`
 
-The text formats may be gzip-compressed (`bertlab.core.text_files` finds gzip by its magic
+The text formats may be gzip-compressed (`bertlab.corpus.text_files` finds gzip by its magic
 number). Parquet and saved datasets need pyarrow, imported where they are read.
 
 A record (a JSON object, a row) is one document. Its text is cut at its line breaks into the
@@ -40,7 +40,8 @@ from pathlib import Path
 from types import ModuleType
 
 from bertlab.core.optional import require
-from bertlab.core.text_files import (
+from bertlab.core.wording import Worded
+from bertlab.corpus.text_files import (
     READ_ERRORS,
     SNIFF_BYTES,
     gzip_error,
@@ -48,7 +49,6 @@ from bertlab.core.text_files import (
     open_bytes,
     read_head,
 )
-from bertlab.core.wording import Worded
 
 LINES_PER_CHUNK = 2000  # lines handed on at once (about 0.5 MB of Wikipedia paragraphs)
 HEAD_RECORDS = 1000  # records (or plain-text lines) a file is checked on before it is read

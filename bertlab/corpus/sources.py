@@ -25,7 +25,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertlab.core.corpus_readers import (
+from bertlab.core.wording import Worded
+from bertlab.corpus.readers import (
     DATASET_DICT_FILE,
     DATASET_STATE_FILE,
     READERS,
@@ -33,13 +34,16 @@ from bertlab.core.corpus_readers import (
     ReadCounts,
     Reader,
 )
-from bertlab.core.text_files import check_mostly_utf8
-from bertlab.core.wording import Worded
+from bertlab.corpus.text_files import check_mostly_utf8
 
 logger = logging.getLogger(__name__)
 
 CORPUS_FORMATS = ("auto", *READERS)  # auto: each file by its suffix, a saved dataset by its files
 DEFAULT_TEXT_COLUMN = "text"  # `run_mlm.py`'s and `datasets`' usual name for it
+# The languages whose rules split a corpus's lines into sentences and words
+# (`bertlab.corpus.text_units`); "auto" chooses one for each file by its share of CJK
+# ideographs (`bertlab.corpus.encode.sniff_lang`).
+LANGS = ("auto", "en", "zh")
 COMPRESSED_SUFFIX = ".gz"
 _GLOB_CHARACTERS = re.compile(r"[*?[]")
 
@@ -101,7 +105,7 @@ class CorpusSource:
         return sum(path.stat().st_size for path in self.files())
 
     def check(self) -> None:
-        """Refuse content that does not fit the reader (see `bertlab.core.corpus_readers`)."""
+        """Refuse content that does not fit the reader (see `bertlab.corpus.readers`)."""
         self.reader.check(self.path, self.text_column, self.is_chosen)
 
     def chunks(self, counts: ReadCounts | None = None) -> Iterator[LineChunk]:
@@ -211,8 +215,8 @@ def reader_for(path: Path, corpus_format: str = "auto") -> Reader:
 
 
 def corpus_lines(sources: Sequence[CorpusSource]) -> Iterator[str]:
-    """The non-blank lines of every source's text, stripped, as `text_files.read_lines` gives
-    those of plain text: a line that is not UTF-8 is skipped (counted, the first one's place
+    """The non-blank lines of every source's text, stripped, as `text_files.read_lines` (beside)
+    gives those of plain text: a line that is not UTF-8 is skipped (counted, the first one's place
     logged), and a source mostly not UTF-8 is refused.
 
     Raises:
