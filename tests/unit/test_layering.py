@@ -33,6 +33,7 @@ LAYERS = (
     ("core.precision",),  # the precisions a run may choose: names, no torch
     (
         "core.config",
+        "core.lstm_config",  # the LSTM-era architectures (NNLM, ELMo, AWD-LSTM): no torch
         "core.finetune_config",
         "core.metrics",
         "core.runtime",
@@ -47,9 +48,17 @@ LAYERS = (
     ("tokenizer.training",),
     ("data",),  # pure data code: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
-    ("network.bert",),
+    ("network.bert", "network.lm_base"),  # BERT; what the LSTM-era models share
     ("network.feature_head_config",),  # what a feature-based head reads: declarations, no torch
-    ("network.heads", "network.feature_heads", "network.electra"),
+    (
+        "network.heads",
+        "network.feature_heads",
+        "network.electra",
+        "network.nnlm",
+        "network.elmo",
+        "network.awd_lstm",
+    ),
+    ("network.ulmfit", "network.lm_architectures"),  # on AWD-LSTM's body; the models by name
     ("task_families",),
     ("training",),
     ("use",),  # features, fill-mask and attention, bertlab.load, sentence scores, neighbours
