@@ -284,7 +284,7 @@ class ElmoConfig(_LanguageModelConfig):
         `max_characters_per_token` - 2 characters are cut; the width shrinks to the longest
         piece + 2 markers when that is shorter (and stays at least the widest filter)."""
         characters = character_vocabulary(pieces)
-        longest = max((len(piece_characters(piece)) for piece in pieces), default=1)
+        longest = max((len(_characters(piece)) for piece in pieces), default=1)
         widest = max(width for width, _ in self.char_filters)
         width = max(widest, min(self.max_characters_per_token, longest + 2))
         return self.replace(
