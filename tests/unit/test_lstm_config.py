@@ -4,6 +4,8 @@ ELMo's character vocabulary; the char CNN on Chinese pieces."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -78,6 +80,19 @@ def test_the_presets_are_the_papers_sizes() -> None:
     for config in PRESETS:
         assert config.pad_token_id == 0
     assert NnlmConfig().vocab_size == ElmoConfig().vocab_size == AwdLstmConfig().vocab_size == 30522
+
+
+def test_the_configs_and_names_load_without_torch() -> None:
+    """What `--help` lists (the architectures' names) and the configs import no torch."""
+    code = (
+        "import sys; from bertlab.core.lstm_config import LM_ARCHITECTURE_NAMES, LM_CONFIGS; "
+        "assert 'torch' not in sys.modules, 'torch loaded'; print(*LM_ARCHITECTURE_NAMES)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["nnlm", "elmo", "awd-lstm"]
 
 
 def test_unknown_keys_are_kept_and_another_architecture_is_refused() -> None:
