@@ -30,6 +30,7 @@ from bertlab.core import hub
 from bertlab.core.atomic import (
     WriteError,
     atomic_directory,
+    lock_holder,
     remove_temporaries,
     run_lock,
 )
@@ -41,7 +42,6 @@ from bertlab.core.run_folder import (
     CORPUS_CACHE_DIR,
     FINAL_DIR,
     FINETUNE_OUTPUTS,
-    LOCK_FILE,
     PLAN_FILE,
     TOKENIZER_DIR,
 )
@@ -364,9 +364,8 @@ def _check_shared_out(out: Path, context: DistributedContext) -> None:
     system they share. Every process raises alike (none is left waiting for the others)."""
     if not context.is_distributed:
         return
-    holder = from_main(f"{os.getpid()}\n", context)  # what the main process's lock file holds
-    lock = out / LOCK_FILE
-    sees = lock.is_file() and lock.read_text(encoding="utf-8") == holder
+    holder = from_main(str(os.getpid()), context)  # what the main process's lock file holds
+    sees = lock_holder(out) == holder  # the main process's own answer: it never opens its lock
     blind = [rank for rank, seen in enumerate(gathered(sees, context)) if not seen]
     if blind:
         raise ValueError(
