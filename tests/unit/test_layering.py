@@ -35,6 +35,7 @@ LAYERS = (
     ("core.precision",),  # the precisions a run may choose: names, no torch
     (
         "core.config",
+        "core.lstm_config",  # the LSTM-era architectures (NNLM, ELMo, AWD-LSTM): no torch
         "core.finetune_config",
         "core.metrics",
         "core.runtime",
@@ -59,9 +60,17 @@ LAYERS = (
     ),
     ("data",),  # pure data code, from a tokenized corpus to a batch: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
-    ("network.bert",),
+    ("network.bert", "network.lm_base"),  # BERT; what the LSTM-era models share
     ("network.feature_head_config",),  # what a feature-based head reads: declarations, no torch
-    ("network.heads", "network.feature_heads", "network.electra"),
+    (
+        "network.heads",
+        "network.feature_heads",
+        "network.electra",
+        "network.nnlm",
+        "network.elmo",
+        "network.awd_lstm",
+    ),
+    ("network.ulmfit", "network.lm_architectures"),  # on AWD-LSTM's body; the models by name
     ("task_families",),
     ("training",),
     ("use",),  # features, fill-mask and attention, bertlab.load, sentence scores, neighbours
