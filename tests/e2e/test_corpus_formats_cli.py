@@ -237,4 +237,5 @@ def test_a_50_mb_line_is_trained_on_in_under_1_gb(tmp_path, cli_env):
         )
         assert done.returncode == 0, done.stderr[-3000:]
         peak = int(done.stdout.splitlines()[-1])
+        print(f"{argv[0]} {argv[1]}: peak {peak / 1024:.0f} MiB")  # seen with -s
         assert peak < MAX_PEAK_KIB, f"{argv[0]} {argv[1]}: {peak / 1024:.0f} MiB"
