@@ -14,6 +14,8 @@ use_passive_waiting()
 
 # The public names, each with the module it lives in. They load on first use (PEP 562), so that
 # `import bertlab.cli` for `bertlab --help` does not import torch (a few seconds on a busy machine).
+# Every type that their signatures name is one of them (a test checks): `fit(config=...)` takes
+# a `bertlab.FinetuneConfig`, not a class found through a module path.
 _PUBLIC = {
     "BertConfig": "bertlab.core.config",
     "BertModel": "bertlab.network.bert",
@@ -28,19 +30,39 @@ _PUBLIC = {
     "run_pretraining": "bertlab.training.pretraining.runner",
     "load": "bertlab.use.pretrained",
     "PretrainedBert": "bertlab.use.pretrained",
+    # named by the signatures above: arguments, results and their fields
+    "FinetuneConfig": "bertlab.core.finetune_config",
+    "FinetuneResult": "bertlab.training.finetuning.loop",
+    "DistributedContext": "bertlab.core.runtime",
+    "PrecisionChoice": "bertlab.core.runtime",
+    "Progress": "bertlab.training.pretraining.loop",
+    "StreamPosition": "bertlab.data.stream",
+    "OneClassCollapse": "bertlab.training.finetuning.one_class",
+    "TokenizerOptions": "bertlab.tokenizer.wordpiece",
+    "FeatureHeadConfig": "bertlab.network.feature_head_config",
+    "ModelOutput": "bertlab.network.bert",
+    "PreTrainingOutput": "bertlab.network.bert",
+    "TaskOutput": "bertlab.network.heads",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
     from bertlab.core.config import BertConfig
-    from bertlab.network.bert import BertForPreTraining, BertModel
+    from bertlab.core.finetune_config import FinetuneConfig
+    from bertlab.core.runtime import DistributedContext, PrecisionChoice
+    from bertlab.data.stream import StreamPosition
+    from bertlab.network.bert import BertForPreTraining, BertModel, ModelOutput, PreTrainingOutput
+    from bertlab.network.feature_head_config import FeatureHeadConfig
     from bertlab.network.heads import (
         BertForMultipleChoice,
         BertForQuestionAnswering,
         BertForSequenceClassification,
         BertForTokenClassification,
+        TaskOutput,
     )
-    from bertlab.tokenizer.wordpiece import Tokenizer
-    from bertlab.training.pretraining.loop import PretrainResult
+    from bertlab.tokenizer.wordpiece import Tokenizer, TokenizerOptions
+    from bertlab.training.finetuning.loop import FinetuneResult
+    from bertlab.training.finetuning.one_class import OneClassCollapse
+    from bertlab.training.pretraining.loop import PretrainResult, Progress
     from bertlab.training.pretraining.run import PretrainRun
     from bertlab.training.pretraining.runner import run_pretraining
     from bertlab.use.pretrained import PretrainedBert, load
@@ -59,6 +81,18 @@ __all__ = [
     "run_pretraining",
     "load",
     "PretrainedBert",
+    "FinetuneConfig",
+    "FinetuneResult",
+    "DistributedContext",
+    "PrecisionChoice",
+    "Progress",
+    "StreamPosition",
+    "OneClassCollapse",
+    "TokenizerOptions",
+    "FeatureHeadConfig",
+    "ModelOutput",
+    "PreTrainingOutput",
+    "TaskOutput",
 ]  # the keys of _PUBLIC, spelled out for tools that read __all__
 __version__ = "0.1.0"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 
 from bertlab.cli.common import (
@@ -82,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     from bertlab.cli.stopping import EXIT_TERMINATED, is_terminated, sigterm_as_interrupt
-    from bertlab.cli.wording import error_in_flag_words, in_flag_words
+    from bertlab.cli.wording import in_flag_words, say_error
 
     try:
         with sigterm_as_interrupt():  # a scheduler's SIGTERM stops as Ctrl-C does
@@ -100,9 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except (CommandError, MissingPackageError, ValueError, OSError) as error:
-        if args.verbose:
-            traceback.print_exc()
-        print(f"bertlab: error: {error_in_flag_words(error)}", file=sys.stderr)
+        say_error(error, args.verbose)
         return EXIT_USER_ERROR
 
 

@@ -13,7 +13,13 @@ import dataclasses
 import os
 import re
 
-from bertlab.cli.common import CORPUS_HELP, add_corpus_reading_flags, add_threads_flag
+from bertlab.cli.common import (
+    CORPUS_HELP,
+    EXIT_USER_ERROR,
+    add_corpus_reading_flags,
+    add_threads_flag,
+)
+from bertlab.cli.wording import say_error
 
 DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 SECONDS_PER_UNIT = (3600.0, 60.0, 1.0)
@@ -276,7 +282,7 @@ def pretrain_run(args: argparse.Namespace):
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from bertlab.core.runtime import DistributedContext, distributed
+    from bertlab.core.runtime import DistributedContext, barrier, distributed
     from bertlab.training.pretraining.runner import run_pretraining
 
     run = pretrain_run(args)
@@ -286,7 +292,17 @@ def run_pretrain(args: argparse.Namespace) -> int:
         local_rank=int(os.environ.get("LOCAL_RANK", "0")),
     )
     with distributed(context):
-        result = run_pretraining(run, context, not args.no_progress, print)
+        try:
+            result = run_pretraining(run, context, not args.no_progress, print)
+        except (ValueError, OSError) as error:
+            failure = getattr(error, "job_failure", None)  # a refusal every process raised
+            if failure is None:
+                raise
+            if failure.is_said_here:  # once a machine, not once a process
+                say_error(error, args.verbose)
+            # torchrun stops the other processes as soon as one ends: none ends before it is said
+            barrier(context)
+            return EXIT_USER_ERROR
     if context.is_main:
         print(f"wrote {result.final_dir}")
     return 0

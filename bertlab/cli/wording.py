@@ -3,6 +3,9 @@ the library says `resume=True`, the command line `--resume`."""
 
 from __future__ import annotations
 
+import sys
+import traceback
+
 from bertlab.core.wording import Worded
 
 CLI_WORDS = {
@@ -45,3 +48,10 @@ def error_in_flag_words(error: BaseException) -> str:
         if isinstance(part, Worded):
             text = text.replace(part, in_flag_words(part))
     return text
+
+
+def say_error(error: BaseException, verbose: int) -> None:
+    """`bertlab: error: ...` on stderr, in the flags' words; the traceback first with `-v`."""
+    if verbose:
+        traceback.print_exception(error)
+    print(f"bertlab: error: {error_in_flag_words(error)}", file=sys.stderr)

@@ -43,6 +43,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -364,21 +365,40 @@ def _finish_replacements(directory: Path) -> None:
             os.rename(temporary, directory / name)
 
 
+# The lock files of the run directories this process holds (`run_lock`). A POSIX record lock
+# belongs to the process, and closing any descriptor of its file releases it: were the holder
+# to open its own lock file again (to read the pid in it), the next close would leave the
+# directory to any other writer. So the holder never opens it again: `lock_holder` answers from
+# here, and a `run_lock` of a directory this process holds already is the one it holds. Each
+# lock file with the pid of its holder: a forked process inherits this table, not the locks.
+_held: dict[Path, int] = {}
+HOLDER_WAIT_SECONDS = 2.0  # how long a refused writer waits for the holder's pid to be written
+
+
 @contextmanager
 def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
     """Hold `directory` for this process: an advisory lock on DIRECTORY/.bertlab.lock, which
     holds the pid, is removed when the block ends, and is released by the system if the process
     dies (a process that holds it may take it again). A directory this call created is removed
-    again if the block leaves nothing in it (a refused run leaves no empty --out behind).
+    again if the block leaves nothing in it (a refused run leaves no empty --out behind). Inside
+    the block of a process that holds it already, it holds it still (the outer block frees it).
 
     Raises:
         ValueError: another process holds the directory (naming its pid).
+        WriteError: the directory or its lock file cannot be made (a folder this user cannot
+            write to, a read-only file system), naming the directory.
     """
     directory = followed(directory)
-    created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
-    handle = _take_lock(path)
+    if _holds(path):
+        yield directory
+        return
+    created = not directory.exists()
+    with _own_step(directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = _take_lock(path)
+    key = _lock_key(path)
+    _held[key] = os.getpid()
     try:
         with _reported_as(path):
             handle.seek(0)
@@ -387,11 +407,34 @@ def run_lock(directory: str | os.PathLike) -> Iterator[Path]:
             handle.flush()
         yield directory
     finally:
+        del _held[key]
         path.unlink(missing_ok=True)  # while still locked: see _take_lock
         handle.close()
         if created and not [other for other in directory.iterdir() if other.name != OWNER_FILE]:
             (directory / OWNER_FILE).unlink(missing_ok=True)
             directory.rmdir()
+
+
+def lock_holder(directory: str | os.PathLike) -> str:
+    """The pid of the process that holds `directory` (`run_lock`), as its lock file says
+    ("unknown" without one): this process's own, when it holds it, without opening the file."""
+    path = followed(directory) / LOCK_FILE
+    if _holds(path):
+        return str(os.getpid())
+    try:
+        return path.read_text(encoding="utf-8").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _holds(path: Path) -> bool:
+    """Whether this process holds the lock file `path`."""
+    return _held.get(_lock_key(path)) == os.getpid()
+
+
+def _lock_key(path: Path) -> Path:
+    """One name for a lock file however its directory is spelt (relative, through links)."""
+    return Path(os.path.realpath(path))
 
 
 def _take_lock(path: Path) -> TextIO:
@@ -408,8 +451,7 @@ def _take_lock(path: Path) -> TextIO:
             # inherit it, so a killed run's orphans cannot keep the directory locked).
             fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
+            holder = _written_pid(handle)
             handle.close()
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
@@ -424,6 +466,18 @@ def _take_lock(path: Path) -> TextIO:
         if _is_open_as(handle, path):
             return handle
         handle.close()
+
+
+def _written_pid(handle: TextIO) -> str:
+    """The pid in a lock file that another process holds: it writes it just after taking the
+    lock, so a writer refused at that moment waits a little for it."""
+    deadline = time.monotonic() + HOLDER_WAIT_SECONDS
+    while True:
+        handle.seek(0)
+        holder = handle.read().strip()
+        if holder or time.monotonic() > deadline:
+            return holder or "unknown"
+        time.sleep(0.02)
 
 
 def _is_open_as(handle: TextIO, path: Path) -> bool:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bertlab.core.atomic import remove_directory, run_lock, write_text
-from bertlab.core.run_folder import LOCK_FILE, OWNER_FILE
+from bertlab.core.atomic import lock_holder, remove_directory, run_lock, write_text
+from bertlab.core.run_folder import OWNER_FILE
 from bertlab.core.wording import Worded
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def restore_interrupted(path: str | os.PathLike) -> None:
     path = Path(os.path.abspath(path))
     for directory in (path, *path.parents):
         backup = directory / REPLACED_DIR
-        if not backup.is_dir() or _holder(directory) == str(os.getpid()):
+        if not backup.is_dir() or lock_holder(directory) == str(os.getpid()):
             continue  # none, or this process's own replacement (it reads what it writes)
         try:
             with run_lock(directory):
@@ -124,16 +124,8 @@ def restore_interrupted(path: str | os.PathLike) -> None:
             if path != directory and (backup / path.relative_to(directory).parts[0]).exists():
                 raise ValueError(
                     f"{path} is being replaced by a running bertlab process (pid "
-                    f"{_holder(directory)}); until it ends, the earlier one is in {backup}"
+                    f"{lock_holder(directory)}); until it ends, the earlier one is in {backup}"
                 ) from None
-
-
-def _holder(directory: Path) -> str:
-    """The pid in `directory`'s lock file, as `run_lock` wrote it."""
-    try:
-        return (directory / LOCK_FILE).read_text(encoding="utf-8").strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def _remove(path: Path) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import platform
 import random
 import time
@@ -304,3 +305,66 @@ def from_main(value: Any, context: DistributedContext) -> Any:
     values = [value if context.is_main else None]
     dist.broadcast_object_list(values, src=0)
     return values[0]
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """What a failure raised by `failing_together` says of itself in a torchrun job.
+
+    Attributes:
+        rank: the process it happened in (the first by rank, where several failed).
+        is_said_here: whether this process says it: one process per machine does (the one of
+            local rank 0), so that a job says a refusal once on each machine, not once a process.
+    """
+
+    rank: int
+    is_said_here: bool
+
+
+@contextlib.contextmanager
+def failing_together(context: DistributedContext) -> Iterator[None]:
+    """Leave the block in every process of a torchrun job alike: when it failed in any process,
+    every process raises that failure (the first by rank), so that none is left waiting in a
+    collective for a process that has stopped (gloo's "Connection closed by peer" and a
+    traceback, before the one line of the refusal). The failure gets a `job_failure`
+    (`JobFailure`): where it happened and whether this process says it.
+
+    The block may do what one process alone does (the main process taking OUT, training the
+    vocabulary, building the corpus) while the others pass through; it must not wait for the
+    other processes itself (no collective inside).
+    """
+    failure: Exception | None = None
+    try:
+        yield
+    except Exception as error:  # any failure: every process must learn of it; raised below
+        if not context.is_distributed:
+            raise
+        failure = error
+    if not context.is_distributed:
+        return
+    failures: list[tuple[bytes, str] | None] = [None] * context.world_size
+    dist.all_gather_object(failures, None if failure is None else _portable(failure))
+    rank = next((rank for rank, sent in enumerate(failures) if sent is not None), None)
+    if rank is None:
+        return
+    raised = failure if rank == context.rank else _received(*failures[rank])
+    raised.job_failure = JobFailure(rank, context.local_rank == 0)
+    if raised is failure:
+        raise raised
+    raise raised from None
+
+
+def _portable(error: Exception) -> tuple[bytes, str]:
+    """`error` pickled to send to the other processes, and its words should it not load there."""
+    try:
+        return pickle.dumps(error), str(error)
+    except Exception:  # an exception that cannot be pickled: its words travel alone
+        return b"", str(error)
+
+
+def _received(data: bytes, words: str) -> Exception:
+    """The exception `_portable` sent; its words in a RuntimeError where it does not load."""
+    try:
+        return pickle.loads(data)
+    except Exception:  # a class whose instances do not load again: keep what it said
+        return RuntimeError(words)

@@ -60,6 +60,11 @@ class Worded(str):
         text.template, text.values = template, values
         return text
 
+    def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, object]]:
+        """Pickled as its template and values (a refusal sent to the other processes of a
+        torchrun job keeps its words for the command line)."""
+        return (self.template,), dict(self.values)
+
     def worded(self, words: Mapping[str, str]) -> str:
         """The message with `words` for the settings (the API's for any `words` lacks)."""
         return self.template.format_map({**API_WORDS, **words, **self.values})

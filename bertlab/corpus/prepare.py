@@ -1,10 +1,11 @@
 """A pre-training run's corpus in one call, and the documents it holds out for evaluation.
 
 `prepare_corpus` builds the tokenized corpus in the main process (`build.build_corpus`) while the
-others wait, then opens it in each of them; it says what the corpus holds
-(`preflight.preflight_report`), refuses an objective it cannot train (`check_objective`) and
-warns when it has too few documents to hold any out. The last documents are held out
-(`held_out_split`), the rest trained on (`bertlab.data.stream.training_stream`).
+others wait (a corpus refused there stops them all, each told why), then opens it in each of
+them; it says what the corpus holds (`preflight.preflight_report`), refuses an objective it
+cannot train (`check_objective`) and warns when it has too few documents to hold any out. The
+last documents are held out (`held_out_split`), the rest trained on
+(`bertlab.data.stream.training_stream`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bertlab.core.config import PretrainDataConfig
-from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext, barrier
+from bertlab.core.runtime import SINGLE_PROCESS, DistributedContext, failing_together
 from bertlab.corpus.build import build_corpus
 from bertlab.corpus.format import TokenizedCorpus
 from bertlab.corpus.preflight import PreflightReport, check_objective, preflight_report
@@ -69,13 +70,14 @@ def prepare_corpus(
             train (`check_objective`).
     """
     whole_word = data.do_whole_word_mask
-    if context.is_main:
-        corpus = build_corpus(
-            paths, tokenizer, cache, lang, show_progress, whole_word, reading=reading
-        )
-    barrier(context)
-    if not context.is_main:
-        corpus = build_corpus(paths, tokenizer, cache, lang, False, whole_word, reading=reading)
+    with failing_together(context):  # the others wait; a corpus refused stops them all
+        if context.is_main:
+            corpus = build_corpus(
+                paths, tokenizer, cache, lang, show_progress, whole_word, reading=reading
+            )
+    with failing_together(context):  # a process that cannot open it stops them all too
+        if not context.is_main:
+            corpus = build_corpus(paths, tokenizer, cache, lang, False, whole_word, reading=reading)
     report = preflight_report(corpus, tokenizer, data.objective, data.max_seq_length)
     for line in report.summary():
         say(line)

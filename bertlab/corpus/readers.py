@@ -44,6 +44,8 @@ from bertlab.core.wording import Worded
 from bertlab.corpus.text_files import (
     READ_ERRORS,
     SNIFF_BYTES,
+    bounded_lines,
+    cut_line,
     gzip_error,
     not_utf8_error,
     open_bytes,
@@ -86,7 +88,8 @@ class ReadCounts:
 
 def document_lines(text: str | None) -> list[bytes]:
     """A record's text as the lines of one document: cut at its line breaks, lines that are
-    blank left out (in Google's layout a blank line would end the document), UTF-8 encoded.
+    blank left out (in Google's layout a blank line would end the document), UTF-8 encoded; a
+    line of megabytes in pieces, as plain text's (`text_files.cut_line`).
 
     Example:
         >>> document_lines("First paragraph. Two sentences.\\n\\nSecond paragraph.\\n")
@@ -99,7 +102,8 @@ def document_lines(text: str | None) -> list[bytes]:
     # Lone surrogates (a JSON escape such as "\\ud800") stay as bytes that are not UTF-8: the
     # line is skipped and counted as not UTF-8, as a plain-text line would be.
     encoded = text.encode("utf-8", errors="surrogatepass")
-    return [line.rstrip(b"\r") for line in encoded.split(b"\n") if line.strip()]
+    lines = (line.rstrip(b"\r") for line in encoded.split(b"\n") if line.strip())
+    return [piece for line in lines for piece in cut_line(line)]
 
 
 def _words(kind: str) -> tuple[str, str]:
@@ -253,7 +257,8 @@ class TextReader(Reader):
     def chunks(self, path: Path, column: str, counts: ReadCounts) -> Iterator[LineChunk]:
         try:
             with open_bytes(path) as (stream, raw):
-                while lines := list(itertools.islice(stream, LINES_PER_CHUNK)):
+                lines_read = bounded_lines(stream)  # a line of megabytes in pieces
+                while lines := list(itertools.islice(lines_read, LINES_PER_CHUNK)):
                     yield LineChunk(lines, raw.tell())
         except READ_ERRORS as error:
             raise gzip_error(path, error) from error
@@ -423,6 +428,7 @@ class DelimitedReader(RecordReader):
             if not header:
                 raise ValueError(f"{path}:1: no header row; a {self.title} corpus starts with one")
             if column not in header:
+                self._refuse_other_delimiter(path, header)
                 first = next(reader, None)
                 values = dict(zip(header, first, strict=False)) if first else {}
                 suggested = longest_text(values)
@@ -439,6 +445,20 @@ class DelimitedReader(RecordReader):
                 yield f"{path}:{reader.line_num}", row[index], raw.tell()
         except csv.Error as error:
             raise ValueError(f"{path}:{reader.line_num}: {error}") from None
+
+    def _refuse_other_delimiter(self, path: Path, header: list[str]) -> None:
+        """A TSV named .csv (a header of one field, 'id\\ttext'), or a CSV named .tsv."""
+        other = READERS["tsv" if self.name == "csv" else "csv"]
+        names = header[0].split(other.delimiter) if len(header) == 1 else []
+        if len(names) > 1 and all(HEADER_NAME.match(name.strip('"')) for name in names):
+            template = (
+                "{where}: the header row {first!r} is cut by {looks}s: the file looks "
+                "{looks}-separated; name it {suffix} or give {set_corpus_format}'{name}'"
+            )
+            looks = "tab" if other.delimiter == "\t" else "comma"
+            where, first, suffix = f"{path}:1", header[0], other.suffixes[0]
+            raise ValueError(Worded(template, where=where, first=first, looks=looks,
+                                    suffix=suffix, name=other.name))  # fmt: skip
 
     def _why_fields_differ(self) -> str:
         if self.quoting == csv.QUOTE_NONE:

@@ -7,7 +7,8 @@ corpus through `open_corpus`, so a path means the same thing everywhere:
 - a file: read by the reader of its suffix (`.gz` aside: `reviews.jsonl.gz` is JSON Lines),
   plain text when no reader claims the suffix; `corpus_format` chooses one reader for all;
 - a folder: a dataset saved by `datasets`' `save_to_disk`, or else every file in it and in its
-  subfolders, in sorted order (hidden files and folders aside), each read by its suffix;
+  subfolders, in sorted order (hidden files and folders aside), each read by its suffix; a
+  symbolic link to a folder that holds it (a loop) is refused;
 - a pattern (`corpus/*.jsonl`, `shards/**/*.txt`) that names no file: the paths it matches,
   sorted (for the Python API and quoted shell arguments; the shell expands unquoted ones).
 
@@ -129,7 +130,8 @@ def open_corpus(
     Raises:
         FileNotFoundError: a path that does not exist, a pattern that matches nothing.
         ValueError: no paths, a folder without files, a `datasets` folder of several splits, a
-            file whose content does not fit its reader (one line naming the file and line).
+            link in a folder back to a folder that holds it, a file whose content does not fit
+            its reader (one line naming the file and line).
         MissingPackageError: Parquet or a saved dataset without pyarrow installed.
     """
     reading = reading or CorpusReading()
@@ -158,9 +160,12 @@ def _expanded(path: Path) -> list[Path]:
     return [Path(match) for match in matches]
 
 
-def _sources(path: Path, reading: CorpusReading, is_given: bool) -> list[CorpusSource]:
+def _sources(
+    path: Path, reading: CorpusReading, is_given: bool, walked: tuple[Path, ...] = ()
+) -> list[CorpusSource]:
+    """The sources at `path`; `walked`: the folders it lies in, as the walk went down them."""
     if path.is_dir():
-        return _folder_sources(path, reading, is_given)
+        return _folder_sources(path, reading, is_given, walked)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
     if reading.corpus_format == "dataset":
@@ -176,7 +181,16 @@ def _sources(path: Path, reading: CorpusReading, is_given: bool) -> list[CorpusS
     return [CorpusSource(path, reader, reading.text_column, is_chosen)]
 
 
-def _folder_sources(path: Path, reading: CorpusReading, is_given: bool) -> list[CorpusSource]:
+def _folder_sources(
+    path: Path, reading: CorpusReading, is_given: bool, walked: tuple[Path, ...]
+) -> list[CorpusSource]:
+    real = path.resolve()
+    loop = next((folder for folder in walked if folder.resolve() == real), None)
+    if loop is not None:  # a link to a folder that holds it: the walk would never end
+        raise ValueError(
+            f"{path} is a symbolic link to {loop}, a folder that holds it: reading it would go "
+            "round in a loop; remove the link, or give the folders to read"
+        )
     if (path / DATASET_DICT_FILE).is_file():
         splits = sorted(entry.name for entry in path.iterdir() if entry.is_dir())
         raise ValueError(
@@ -190,7 +204,8 @@ def _folder_sources(path: Path, reading: CorpusReading, is_given: bool) -> list[
             f"{path} is not a folder written by datasets' save_to_disk (no {DATASET_STATE_FILE})"
         )
     entries = sorted(entry for entry in path.iterdir() if not entry.name.startswith("."))
-    sources = [source for entry in entries for source in _sources(entry, reading, False)]
+    walked = (*walked, path)
+    sources = [source for entry in entries for source in _sources(entry, reading, False, walked)]
     if is_given and not sources:
         raise ValueError(f"{path} is a folder without corpus files")
     return sources

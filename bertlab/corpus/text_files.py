@@ -13,7 +13,9 @@ and a directory:
   which `gzip_error` turns into the one-line `ValueError`;
 - `check_mostly_utf8`: after reading, a file whose lines are mostly not UTF-8 is refused;
 - `read_lines`: all of it for a reader that wants the plain lines; a line that is not UTF-8 is
-  skipped (and the first one's place logged), or refused with its place (`file:line`).
+  skipped (and the first one's place logged), or refused with its place (`file:line`);
+- `bounded_lines` and `cut_line`: a corpus's lines, each longer than MAX_LINE_BYTES cut into
+  pieces (a dump in one line, a record of megabytes), read a piece at a time.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ logger = logging.getLogger(__name__)
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 65536  # the start of each file inspected for binary content
 READ_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)  # not gzip, truncated, corrupt
+# A corpus line longer than this is read and handed on in pieces of at most this many bytes, cut
+# after a space: a paragraph is rarely a tenth of it, while a dump without line breaks (50 MB in
+# one line) made the tokenizer's regular expressions give up ("Onig: retry-limit-in-match over",
+# a Rust panic) after 2.4 GB. A piece is a line of the same document.
+MAX_LINE_BYTES = 1 << 16
+BLANKS = (b" ", b"\t", b"\r", b"\x0b", b"\x0c")  # where a long line is cut, after the last one
 
 
 def check_files(paths: Sequence[str | os.PathLike], what: str = "corpus") -> list[Path]:
@@ -153,3 +161,68 @@ def read_lines(paths: Sequence[str | os.PathLike], do_skip_not_utf8: bool = True
                 path,
                 first_skipped,
             )
+
+
+def cut_line(line: bytes, limit: int = MAX_LINE_BYTES) -> list[bytes]:
+    """`line` (without its line break), in pieces of at most `limit` bytes when it is longer:
+    each cut after the last blank of the piece's bytes, or, where it has none, before the last
+    character that fits (a UTF-8 character is never split). Pieces of blanks only are left out
+    (a blank line would end the document).
+
+    Example:
+        >>> cut_line(b"one two three", limit=8)
+        [b'one two ', b'three']
+        >>> cut_line(b"abcdefghij", limit=4)
+        [b'abcd', b'efgh', b'ij']
+    """
+    if len(line) <= limit:
+        return [line]
+    pieces = []
+    while len(line) > limit:
+        cut = _cut_at(line, limit)
+        pieces.append(line[:cut])
+        line = line[cut:]
+    pieces.append(line)
+    return [piece for piece in pieces if piece.strip()]
+
+
+def bounded_lines(stream: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of `stream` as iterating it gives them, but a line longer than `limit` bytes
+    (its line break aside) in the pieces `cut_line` makes of it, read at most `limit` + 2 bytes
+    at a time: a line of any length takes no more memory than that."""
+    while line := stream.readline(limit + 2):  # + the line break, which may be 2 bytes
+        if len(line.rstrip(b"\r\n")) <= limit:
+            yield line
+        else:
+            yield from _pieces(stream, line, limit)
+
+
+def _pieces(stream: BinaryIO, start: bytes, limit: int) -> Iterator[bytes]:
+    """`cut_line`'s pieces of the long line that begins with `start`, the rest read from
+    `stream` as it is needed."""
+    buffer = start
+    while True:
+        is_ended = buffer.endswith(b"\n")
+        content = buffer.rstrip(b"\r\n") if is_ended else buffer
+        while len(content) > limit:  # the first `limit` bytes are known: a piece can be cut
+            cut = _cut_at(content, limit)
+            if content[:cut].strip():
+                yield content[:cut]
+            content = content[cut:]
+        more = b"" if is_ended else stream.readline(limit + 2 - len(content))
+        if not more:  # the line ends
+            if content.strip():
+                yield content
+            return
+        buffer = content + more
+
+
+def _cut_at(line: bytes, limit: int) -> int:
+    """Where the first piece of a line longer than `limit` bytes ends (`cut_line`)."""
+    blank = max(line.rfind(character, 0, limit) for character in BLANKS)
+    if blank >= 0:
+        return blank + 1
+    cut = limit
+    while cut > 0 and line[cut] & 0xC0 == 0x80:  # inside a character (a continuation byte)
+        cut -= 1
+    return cut or limit

@@ -38,6 +38,7 @@ from bertlab.tokenizer.wordpiece import (
     NUM_SPECIAL_TOKENS_SINGLE,
     Tokenizer,
 )
+from bertlab.training.pretraining.checkpointing import saved_objective
 
 logger = logging.getLogger(__name__)
 
@@ -126,12 +127,14 @@ def load_for_next_sentence(directory: str | os.PathLike) -> tuple[BertForPreTrai
     """The model with its next-sentence head (BERT Sec. 3.1, Task #2), and its tokenizer.
 
     Raises:
-        ValueError: the checkpoint has no next-sentence head, or its card says that its
-            pre-training never trained one (`--objective mlm` saves the head as initialised).
+        ValueError: the checkpoint has no next-sentence head, or its card (or, for a
+            checkpoint of a pre-training run, its training state) says that its pre-training
+            never trained one (`--objective mlm` saves the head as initialised).
     """
     config_values, weights = checkpoint.read_model(directory)
     keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
-    objective = card_setting(directory, "objective")
+    # final/ says it in its card; a checkpoint (no card) in the settings it was saved with
+    objective = card_setting(directory, "objective") or saved_objective(directory)
     if NSP_HEAD_KEY not in keys or (objective is not None and objective not in NSP_OBJECTIVES):
         trained = f"was pre-trained with {objective} only" if objective else "has no such head"
         raise ValueError(

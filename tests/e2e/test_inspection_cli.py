@@ -243,3 +243,30 @@ def test_attention_refuses_mixed_up_views_in_one_line(model_dirs, tmp_path, caps
         assert main([*base, *extra, *out]) == 1
         error = capsys.readouterr().err.strip()
         assert len(error.splitlines()) == 1 and expected in error, error
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_nsp_refuses_the_checkpoints_of_a_run_that_never_trained_the_head(
+    tiny_pretrain_args, tmp_path, capsys
+):
+    """A checkpoint of `--objective mlm` answered "53.25% that B follows A" from a head never
+    trained (its final/ was refused by its card; a checkpoint has none): a checkpoint says its
+    objective in the settings it was saved with. An mlm+nsp run's checkpoint still answers."""
+    for objective in ("mlm", "mlm+nsp"):
+        out = tmp_path / objective
+        steps = ["--max-steps", "2", "--checkpoint-every", "2", "--objective", objective]
+        assert main(tiny_pretrain_args(out, *steps)) == 0
+        capsys.readouterr()
+        checkpoint = out / "checkpoints" / "step-000002"
+        code = main(["nsp", "--model", str(checkpoint), "w1 w2 .", "w3 ."])
+        captured = capsys.readouterr()
+        if objective == "mlm":
+            assert code == 1 and captured.out == ""
+            assert captured.err == (
+                f"bertlab: error: {checkpoint} was pre-trained with mlm only: its next-sentence "
+                "head is untrained, so it cannot say whether B follows A; this needs a model "
+                "pre-trained with next-sentence prediction (`bertlab pretrain --objective "
+                "mlm+nsp`, or Google's BERT checkpoints)\n"
+            )
+        else:
+            assert code == 0 and "% that B follows A" in captured.out, captured

@@ -8,6 +8,8 @@ import json
 import math
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from bertlab.core.atomic import (
     atomic_file,
     atomic_files,
     json_text,
+    lock_holder,
     remove_temporaries,
     run_lock,
     write_json,
@@ -228,6 +231,44 @@ def test_the_lock_file_goes_with_its_holder_and_a_removed_one_is_taken_anew(tmp_
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
         (out / "vocab.txt").write_text("[PAD]\n")
     assert [path.name for path in out.iterdir()] == ["vocab.txt"]
+
+
+# Another process tries to take the directory; prints what it was told.
+TRY_LOCK = """
+import sys
+from bertlab.core.atomic import run_lock
+try:
+    with run_lock(sys.argv[1]):
+        print("taken")
+except ValueError as error:
+    print(error)
+"""
+
+
+def _another_process_tries(directory: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", TRY_LOCK, str(directory)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_holder_keeps_its_directory_when_it_asks_who_holds_it_or_takes_it_again(tmp_path):
+    """Closing any descriptor of a file releases the process's POSIX locks on it: the main
+    process of a torchrun job read its own lock file (to check that the others see OUT) and
+    left OUT to a second job; a nested `run_lock` dropped the outer one on leaving."""
+    out = tmp_path / "out"
+    refusal = f"{out} is being written by another bertlab process (pid {os.getpid()})"
+    with run_lock(out):
+        assert lock_holder(out) == str(os.getpid())
+        assert lock_holder(os.path.relpath(out)) == str(os.getpid())  # however it is spelt
+        with run_lock(out):
+            pass
+        assert (out / LOCK_FILE).is_file()  # the inner block did not remove it
+        assert _another_process_tries(out).startswith(refusal)
+    assert _another_process_tries(out) == "taken"
+    with run_lock(out):  # what another process reads in the file
+        assert _another_process_tries(out).startswith(refusal)
 
 
 # --- replacing a run only once the new one has succeeded --------------------------------------

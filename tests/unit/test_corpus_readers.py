@@ -4,7 +4,9 @@ naming the file, the line (or row) and the setting that fixes it."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from bertlab.cli.wording import in_flag_words
 from bertlab.core.optional import MissingPackageError
 from bertlab.corpus.readers import document_lines
 from bertlab.corpus.sources import CorpusReading, corpus_lines, open_corpus, reader_for
+from bertlab.corpus.text_files import MAX_LINE_BYTES, bounded_lines, cut_line
 
 TEXT = "First paragraph. Two sentences.\n\nSecond paragraph."
 LINES = ["First paragraph. Two sentences.", "Second paragraph."]  # the record's text, as lines
@@ -50,6 +53,35 @@ def test_a_record_is_one_document_of_its_lines():
     assert document_lines(TEXT) == [line.encode() for line in LINES]
     assert document_lines("a\r\nb\n\n\n") == [b"a", b"b"]
     assert document_lines("") == document_lines(None) == document_lines(" \n\t") == []
+
+
+def test_a_long_line_is_read_in_pieces_cut_after_a_space_never_inside_a_character():
+    """A dump in one line ended in a Rust panic and 2.4 GB: lines longer than MAX_LINE_BYTES
+    are handed on in pieces, the same whether the line comes from plain text (read a piece at a
+    time) or from a record; a piece of blanks only is left out (it would end the document)."""
+    assert cut_line(b"one two three", limit=8) == [b"one two ", b"three"]
+    assert cut_line("ab中文字".encode(), limit=6) == ["ab中".encode(), "文字".encode()]
+    assert cut_line(b"abc" + b" " * 20 + b"def", limit=8) == [b"abc     ", b"def"]
+    rng = random.Random(0)
+    words = ["a", "bb", "中文", "é", " ", "\t", "  "]
+    for _ in range(2000):
+        limit = rng.randint(4, 12)
+        lines = ["".join(rng.choice(words) for _ in range(rng.randint(1, 30))) for _ in "ab"]
+        data = "\r\n".join(lines).encode()
+        read = [piece.rstrip(b"\r\n") for piece in bounded_lines(io.BytesIO(data), limit)]
+        cut = [piece for line in data.split(b"\r\n") for piece in cut_line(line, limit)]
+        assert read == cut
+        assert all(len(piece) <= limit and piece.decode() for piece in read)
+
+
+def test_a_long_line_gives_the_same_pieces_as_plain_text_and_as_a_record(tmp_path):
+    text = " ".join(f"word{index}" for index in range(40_000))  # 348 KB in one line
+    plain = tmp_path / "dump.txt"
+    plain.write_text(text, encoding="utf-8")
+    record = write_jsonl(tmp_path / "dump.jsonl", [{"text": text}])
+    pieces = lines_of(plain)
+    assert len(pieces) == 6 and all(len(piece) <= MAX_LINE_BYTES for piece in pieces)
+    assert " ".join(pieces) == text and lines_of(record) == pieces
 
 
 def test_json_lines_become_documents_in_googles_layout(tmp_path):
@@ -121,7 +153,9 @@ def test_csv_reads_quoted_multi_line_fields_and_a_byte_order_mark(tmp_path):
         f'\ufeffid,text\n1,"{TEXT}"\n2,"He said ""yes"", twice."\n3,{long_text}\n',
         encoding="utf-8",
     )
-    assert lines_of(path) == [*LINES, 'He said "yes", twice.', long_text.strip()]
+    pieces = [piece.decode().strip() for piece in cut_line(long_text.encode())]  # over 64 KiB
+    assert len(pieces) == 4
+    assert lines_of(path) == [*LINES, 'He said "yes", twice.', *pieces]
 
 
 def test_csv_refuses_a_malformed_row_naming_its_line(tmp_path):
@@ -188,7 +222,7 @@ def test_a_csv_named_txt_is_refused_by_its_header_row(tmp_path):
     assert len(lines_of(prose)) == 2
     long_line = tmp_path / "long.txt"  # a first line longer than the start that is checked
     long_line.write_text("word, " * 20_000 + "\n")
-    assert len(lines_of(long_line)) == 1
+    assert len(lines_of(long_line)) == 2  # read, in two pieces of at most MAX_LINE_BYTES
 
 
 # --- Parquet -------------------------------------------------------------------------------------

@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 
 from bertlab.core.atomic import atomic_directory, atomic_writer, remove_directory
 from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.run_folder import CHECKPOINTS_DIR
 from bertlab.core.runtime import DistributedContext
 from bertlab.core.wording import Worded
-from bertlab.network.checkpoint import load_tensors
+from bertlab.network.checkpoint import WEIGHTS_NAME, load_tensors
 
 STATE_FILE = "training_state.pt"
 _NAME = re.compile(r"^step-(\d+)$")
@@ -100,6 +101,20 @@ def load_state(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"checkpoint {checkpoint_dir} is damaged or unsafe: {error}") from None
 
 
+def saved_objective(directory: str | os.PathLike) -> str | None:
+    """The pre-training objective of the run a checkpoint was saved by (`--objective`, in its
+    training state's settings); None for a folder that is not a checkpoint, or whose state does
+    not read. The state's tensors are mapped, not read."""
+    path = Path(directory) / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # a state that does not read says nothing of its objective
+        return None
+    return state.get("setup", {}).get("data_config", {}).get("objective")
+
+
 def portable_rng_state(state: dict[str, Any]) -> dict[str, Any]:
     """`runtime.rng_state()` with numpy's array as a tensor, so `weights_only` loading works."""
     name, keys, position, has_gauss, cached = state["numpy"]
@@ -141,7 +156,8 @@ def check_resumable(out_dir: str | os.PathLike, setup: dict[str, Any]) -> None:
         setup: `setup_key(...)` of the run that would resume.
 
     Raises:
-        ValueError: no complete checkpoint in `out_dir`, or one from other settings.
+        ValueError: no complete checkpoint in `out_dir`, one from other settings, or a latest
+            one that does not read (naming the last that does, and how to go on from it).
     """
     resumable_checkpoint(Path(out_dir), setup)
 
@@ -157,6 +173,9 @@ def resumable_checkpoint(out_dir: Path, setup: dict[str, Any]) -> tuple[Path, di
                 where=out_dir / CHECKPOINTS_DIR,
             )
         )
+    why = _why_unreadable(checkpoint_dir)
+    if why is not None:
+        raise _damaged(out_dir, checkpoint_dir, why)
     state = load_state(checkpoint_dir)
     for key, value in state["setup"].items():
         if setup.get(key) != value:
@@ -171,3 +190,49 @@ def resumable_checkpoint(out_dir: Path, setup: dict[str, Any]) -> tuple[Path, di
                 )
             )
     return checkpoint_dir, state
+
+
+def _why_unreadable(checkpoint_dir: Path) -> str | None:
+    """Why a checkpoint cannot be resumed from, its training state or its weights not reading
+    (a copy cut short, a damaged disk: a checkpoint bertlab wrote is complete or absent); None
+    when both read. Both are opened without reading their tensors: safetensors checks that the
+    file holds every tensor its header names, torch's zip archive that it has its directory."""
+    state, weights = checkpoint_dir / STATE_FILE, checkpoint_dir / WEIGHTS_NAME
+    try:
+        torch.load(state, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # any failure of the loader is the file's: said below
+        return f"{state.name}: {_first_sentence(error)}"
+    try:
+        with safe_open(str(weights), framework="pt"):
+            pass
+    except Exception as error:  # as above
+        return f"{weights.name}: {_first_sentence(error)}"
+    return None
+
+
+def _first_sentence(error: Exception) -> str:
+    """What went wrong, without the advice that libraries add in further sentences."""
+    return str(error).split(". ", 1)[0].rstrip(".") or type(error).__name__
+
+
+def _damaged(out_dir: Path, damaged: Path, why: str) -> ValueError:
+    """A resume refused for a damaged checkpoint, naming the last one before it that reads and
+    how to go on from it."""
+    earlier = [path for path in list_checkpoints(out_dir) if path != damaged]
+    good = next((path for path in reversed(earlier) if _why_unreadable(path) is None), None)
+    way_on = (
+        "no earlier checkpoint reads: remove {checkpoints} and {again_without_resume} to start "
+        "from the beginning"
+        if good is None
+        else "{good} is the last complete checkpoint: remove {damaged} and {again_with_resume} "
+        "to go on from it"
+    )
+    return ValueError(
+        Worded(
+            "cannot resume from {damaged}: it is damaged ({why}); " + way_on,
+            damaged=damaged,
+            why=why,
+            good=good,
+            checkpoints=out_dir / CHECKPOINTS_DIR,
+        )
+    )

@@ -30,6 +30,7 @@ import torch
 from bertlab.core.atomic import (
     WriteError,
     atomic_directory,
+    lock_holder,
     remove_temporaries,
     run_lock,
 )
@@ -41,15 +42,14 @@ from bertlab.core.run_folder import (
     CORPUS_CACHE_DIR,
     FINAL_DIR,
     FINETUNE_OUTPUTS,
-    LOCK_FILE,
     PLAN_FILE,
     TOKENIZER_DIR,
 )
 from bertlab.core.runtime import (
     SINGLE_PROCESS,
     DistributedContext,
-    barrier,
     choose_precision,
+    failing_together,
     from_main,
     gathered,
     set_seed,
@@ -149,10 +149,13 @@ def run_pretraining(
     reads = {"corpus": run.corpus, "tokenizer": run.tokenizer, "init_from": run.init_from}
     # nothing it reads is written over, and nothing is kept in the cache, which is rebuilt whole
     check_outputs(reads | {"model_config": config}, {"out": out}, {"corpus_cache": _cache(run)})
-    # One writer per OUT (torchrun's processes are one job: its main process holds it).
-    with run_lock(out) if context.is_main else contextlib.nullcontext():
-        if context.is_main:
-            _check_out(out, run.resume)
+    # One writer per OUT (torchrun's processes are one job: its main process holds it); a
+    # refusal there stops every process of the job, each told why (`failing_together`).
+    with contextlib.ExitStack() as held:
+        with failing_together(context):
+            if context.is_main:
+                _hold_out(out, held)
+                _check_out(out, run.resume)
         try:
             output = (LOGGED if say is None else RunOutput.to(say)) if context.is_main else QUIET
             return _run(run.resolved, out, context, show_progress and context.is_main, output)
@@ -162,6 +165,15 @@ def run_pretraining(
         except KeyboardInterrupt as interrupt:  # Ctrl-C (and SIGTERM, which the CLI turns into it)
             interrupt.hint = _how_to_go_on(out)
             raise
+
+
+def _hold_out(out: Path, held: contextlib.ExitStack) -> None:
+    """Hold OUT (`run_lock`) until `held` closes; an OUT that cannot be made says so."""
+    try:
+        held.enter_context(run_lock(out))
+    except WriteError as error:
+        error.hint = Worded("choose another {out}, in a folder you can write to")
+        raise
 
 
 def _how_to_go_on(out: Path, error: WriteError | None = None) -> Worded:
@@ -192,7 +204,8 @@ def _run(
     tokenizer = _tokenizer(run, out, context, show_progress, output.say)
     model_config = _model_config(run, tokenizer)  # a tokenizer that does not fit, refused here
     if choices.resume:  # a resume with other settings is refused before its corpus cache is built
-        _check_resumable(run, model_config, out, tokenizer, context)
+        with failing_together(context):
+            _check_resumable(run, model_config, out, tokenizer, context)
     corpus, report = prepare_corpus(
         choices.corpus,
         tokenizer,
@@ -358,9 +371,8 @@ def _check_shared_out(out: Path, context: DistributedContext) -> None:
     system they share. Every process raises alike (none is left waiting for the others)."""
     if not context.is_distributed:
         return
-    holder = from_main(f"{os.getpid()}\n", context)  # what the main process's lock file holds
-    lock = out / LOCK_FILE
-    sees = lock.is_file() and lock.read_text(encoding="utf-8") == holder
+    holder = from_main(str(os.getpid()), context)  # what the main process's lock file holds
+    sees = lock_holder(out) == holder  # the main process's own answer: it never opens its lock
     blind = [rank for rank, seen in enumerate(gathered(sees, context)) if not seen]
     if blind:
         raise ValueError(
@@ -444,23 +456,31 @@ def _tokenizer(
     if path is not None:
         return Tokenizer.from_pretrained(path)
     directory = out / TOKENIZER_DIR
-    if context.is_main and not (directory / "vocab.txt").is_file():
-        size = run.vocabulary_size
-        lang = sniff_lang(open_corpus(choices.corpus, run.reading)[0], choices.lang)
-        recipe = run.recipe or BudgetRecipe()
-        config = TokenizerTrainingConfig(
-            vocab_size=size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
-        )
-        say(f"training a vocabulary of {size:,} pieces on the corpus ({lang})")
-        tokenizer, report = train_tokenizer(
-            choices.corpus, config, show_progress=show_progress, reading=run.reading
-        )
-        for line in report.summary():
-            say(f"  {line}")
-        with atomic_directory(directory) as temporary:
-            tokenizer.save_pretrained(temporary)
-    barrier(context)
+    with failing_together(context):  # the others wait for the main process's vocabulary
+        if context.is_main and not (directory / "vocab.txt").is_file():
+            _train_vocabulary(run, directory, show_progress, say)
     return Tokenizer.from_pretrained(directory)
+
+
+def _train_vocabulary(
+    run: ResolvedRun, directory: Path, show_progress: bool, say: Callable[[str], None]
+) -> None:
+    """A vocabulary trained on the run's corpus, saved into `directory` (OUT/tokenizer)."""
+    choices = run.choices
+    size = run.vocabulary_size
+    lang = sniff_lang(open_corpus(choices.corpus, run.reading)[0], choices.lang)
+    recipe = run.recipe or BudgetRecipe()
+    config = TokenizerTrainingConfig(
+        vocab_size=size, min_ideograph_frequency=recipe.ideograph_frequency(lang)
+    )
+    say(f"training a vocabulary of {size:,} pieces on the corpus ({lang})")
+    tokenizer, report = train_tokenizer(
+        choices.corpus, config, show_progress=show_progress, reading=run.reading
+    )
+    for line in report.summary():
+        say(f"  {line}")
+    with atomic_directory(directory) as temporary:
+        tokenizer.save_pretrained(temporary)
 
 
 def _model_config(run: ResolvedRun, tokenizer: Tokenizer) -> Any:
