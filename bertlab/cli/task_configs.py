@@ -130,11 +130,15 @@ def finetune_config(args: argparse.Namespace, source=None):
         row = BERT_BASE_DEFAULTS if width is None else width_defaults(width)
         if values["learning_rate"] is None:
             values["learning_rate"] = row.learning_rate
+        declared = None
         if values["num_train_epochs"] is None:
-            values["num_train_epochs"] = row.num_train_epochs or default_epochs(args.task)
+            declared = declared_epochs(args.task)
+            values["num_train_epochs"] = declared or row.num_train_epochs or DEFAULT_EPOCHS
         if width is not None:
+            own = f"; the task {args.task} declares its {declared} epochs" if declared else ""
             logger.info(
                 row.describe(width, values["learning_rate"], values["num_train_epochs"])
+                + own
                 + " (--learning-rate and --epochs set them)"
             )
     return FinetuneConfig(**values)
@@ -152,8 +156,9 @@ def model_width(source) -> int | None:
     return width if isinstance(width, int) else None
 
 
-def default_epochs(task: str) -> int:
-    return DEFAULT_EPOCHS if task == GENERIC_CLASSIFICATION else get_task(task).epochs
+def declared_epochs(task: str) -> int | None:
+    """The epochs the task's declaration sets (None: it leaves them to the model's width)."""
+    return None if task == GENERIC_CLASSIFICATION else get_task(task).epochs
 
 
 def model_source(args: argparse.Namespace):

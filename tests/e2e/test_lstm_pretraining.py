@@ -100,12 +100,20 @@ def test_a_budget_trains_without_dropout_and_writes_the_papers_dropouts_for_fine
     run = _run(pretrain_files, tmp_path / "awd", architecture="awd-lstm", max_steps=None, budget=2)
     assert run.resolved.dropout == 0.0  # the budget recipe pre-trains without dropout
     assert run.resolved.description.startswith("AWD-LSTM (tiny), ")
-    result = run_pretraining(run, say=print)
+    said: list[str] = []
+    result = run_pretraining(run, say=said.append)
     written = json.loads((result.final_dir / "config.json").read_text())
     preset = lm_preset("awd-lstm", "tiny").to_dict()
     for name in ("output_dropout_prob", "weight_dropout_prob", "embedding_dropout_prob"):
         assert written[name] == preset[name] > 0
+    (restored,) = [line for line in said if "for fine-tuning" in line]
+    for name in ("output_dropout_prob", "weight_dropout_prob", "embedding_dropout_prob"):
+        assert f"{name} {preset[name]:g}" in restored
     assert result.progress.elapsed >= 2.0
+    nnlm = _run(pretrain_files, tmp_path / "nnlm", architecture="nnlm", max_steps=None, budget=1)
+    said = []
+    run_pretraining(nnlm, say=said.append)
+    assert not any("for fine-tuning" in line for line in said)  # NNLM has no dropout
 
 
 def test_elmo_with_its_character_cnn_trains_on_chinese_pieces(tmp_path):

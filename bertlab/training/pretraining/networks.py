@@ -214,9 +214,11 @@ class Network:
     def dropout_words(self, config: Any) -> float:
         return config.hidden_dropout_prob
 
-    def restore_dropout(self, final_dir: Path, dropout: float, preset: str | None) -> None:
-        """Write `dropout` into OUT/final's config.json for fine-tuning."""
+    def restore_dropout(self, final_dir: Path, dropout: float, preset: str | None) -> str | None:
+        """Write `dropout` into OUT/final's config.json for fine-tuning; what was written, in
+        words (None: nothing)."""
         restore_finetune_dropout(final_dir, dropout)
+        return f"dropout {dropout:g}"
 
 
 @dataclass(frozen=True)
@@ -340,9 +342,12 @@ class LanguageModelNetwork(Network):
         values = {name: getattr(config, name) for name in self.dropouts}
         return ", ".join(f"{name} {value:g}" for name, value in values.items()) or "none"
 
-    def restore_dropout(self, final_dir: Path, dropout: float, preset: str | None) -> None:
+    def restore_dropout(self, final_dir: Path, dropout: float, preset: str | None) -> str | None:
         """The preset's own dropouts back in OUT/final's config.json (what its paper trains and
-        fine-tunes with), or `dropout` in each where the run gave one (`--finetune-dropout`)."""
+        fine-tunes with), or `dropout` in each where the run gave one (`--finetune-dropout`);
+        None for a network without dropout (NNLM)."""
+        if not self.dropouts:
+            return None
         path = final_dir / "config.json"
         values = json.loads(path.read_text(encoding="utf-8"))
         if preset is not None:
@@ -351,6 +356,7 @@ class LanguageModelNetwork(Network):
         else:
             values |= {name: dropout for name in self.dropouts}
         write_json(path, values, sort_keys=True)
+        return ", ".join(f"{name} {values[name]:g}" for name in self.dropouts)
 
 
 def pieces_of(tokenizer: Tokenizer) -> list[str]:

@@ -241,8 +241,9 @@ def _run(
     dropout = run.final_dropout
     if dropout is not None and context.is_main and result.final_dir is not None:
         preset = run.shape if choices.finetune_dropout is None else None
-        network.restore_dropout(result.final_dir, dropout, preset)
-        output.say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
+        written = network.restore_dropout(result.final_dir, dropout, preset)
+        if written is not None:
+            output.say(f"{result.final_dir}/config.json has {written} for fine-tuning")
     if context.is_main and result.final_dir is not None:
         card = pretraining_card(
             run, corpus.meta, report, model_config, num_parameters, result, context.world_size
