@@ -122,8 +122,7 @@ def _bert_layers(model_dir: Path) -> LayerReader:
 
 
 def _language_model_layers(model_dir: Path) -> LayerReader:
-    config = lstm_config_from_dict(read_json_object(model_dir / "config.json"))
-    _, model_class = lm_architecture(config.architecture)
+    _, model_class = lm_architecture(architecture_of(model_dir))
     model = model_class.from_pretrained(model_dir)
     with torch.inference_mode():  # the widths, from one forward pass of two pieces
         ids = torch.full((1, 2), model.config.pad_token_id, dtype=torch.int64)

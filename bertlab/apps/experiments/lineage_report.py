@@ -64,7 +64,10 @@ def _flops(value: float) -> str:
 
 
 def _tokens(value: float) -> str:
-    return "0" if not value else f"{value / 1e6:.2f}M"
+    """1,234 -> 1.2k; 3,442,265 -> 3.44M."""
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    return f"{value / 1e3:.1f}k" if value >= 1e3 else f"{value:.0f}"
 
 
 def report_lines(results: dict[str, Any]) -> list[str]:
