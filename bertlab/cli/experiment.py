@@ -539,12 +539,18 @@ def _add_lineage_flags(parser: argparse.ArgumentParser) -> None:
     add("--lang", default=DEFAULT_LANG, choices=list(TASKS), help="en or zh (default: en)")
     tasks = "; ".join(f"{lang}: {', '.join(t.name for t in rows)}" for lang, rows in TASKS.items())
     add("--tasks", help=f"comma-separated subset ({tasks}; default: all)")
-    add("--seeds", default=",".join(map(str, DEFAULT_SEEDS)), help="(default: %(default)s)")
+    add(
+        "--seeds",
+        default=",".join(map(str, DEFAULT_SEEDS)),
+        help="fine-tuning seeds of every cell, and the random arm's weights (default: %(default)s)",
+    )
     add(
         "--budget",
         type=parse_duration,
         default=DEFAULT_BUDGET_MINUTES * 60,
-        help="pre-training time of every arm, e.g. 20m (default: 20m)",
+        help="training time of every arm that pre-trains (six of the seven: the experiment "
+        "spends about six budgets pre-training before any fine-tuning), e.g. 1m for a quick "
+        f"look (default: {DEFAULT_BUDGET_MINUTES:g}m)",
     )
     add("--corpus", nargs="+", help="pre-training files (default: the language's under --data)")
     add("--tokenizer", help="vocab.txt or tokenizer directory (default: trained on the corpus)")
