@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -17,11 +18,13 @@ import torch
 from bertlab.apps.experiments import lineage_probes
 from bertlab.apps.experiments.lineage_config import LineageConfig
 from bertlab.apps.experiments.lineage_heads import (
+    HEAD_LOG_FILE,
     HeadTraining,
     LayerClassifier,
     LayerTagger,
     MixedLayers,
     _unfrozen_groups,
+    train_head,
 )
 from bertlab.apps.experiments.lineage_models import (
     LayerReader,
@@ -38,9 +41,14 @@ from bertlab.apps.experiments.lineage_probes import (
     within_minus_across,
 )
 from bertlab.apps.experiments.lineage_report import report_lines
+from bertlab.apps.flows import read_one_class
 from bertlab.core.config import BertConfig
+from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.core.lstm_config import AwdLstmConfig, ElmoConfig, NnlmConfig
+from bertlab.network.heads import TaskOutput
+from bertlab.task_families import make_task
 from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training.finetuning.finetune import read_task_data
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "make_sense_sentences.py"
 
@@ -210,6 +218,44 @@ def test_gradual_unfreezing_adds_a_group_per_epoch_or_per_share_of_a_short_run()
     short = HeadTraining(1e-2, epochs=1, gradual_unfreezing=True)
     assert [_unfrozen_groups(short, 5, 1, step, 100) for step in (0, 19, 20, 99)] == [1, 1, 2, 5]
     assert _unfrozen_groups(HeadTraining(1e-3, epochs=1), 5, 1, 0, 100) == 5
+
+
+class _AlwaysSecond(torch.nn.Module):
+    """A head whose logits favour its second label whatever the input."""
+
+    def __init__(self, label_names) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.tensor([0.0, 5.0]))
+        self.id2label = dict(enumerate(label_names))
+        self.config = type("Config", (), {"pad_token_id": 0})()
+
+    def parameter_groups(self):
+        return [[self.bias]]
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, labels=None):
+        logits = self.bias.expand(input_ids.shape[0], 2)
+        loss = None if labels is None else torch.nn.functional.cross_entropy(logits, labels)
+        return TaskOutput(logits=logits, loss=loss)
+
+
+def test_a_head_that_learned_one_class_is_recorded_as_fine_tuning_records_it(sst2_files, tmp_path):
+    """`train_head` checks the best epoch's dev predictions as bertlab's fine-tuning does, so
+    that the report marks a collapsed ELMo or ULMFiT cell like a collapsed BERT one."""
+    train, dev, vocab = sst2_files
+    task = make_task("sst2", data=TaskDataConfig(max_seq_length=32))
+    data = read_task_data(task, train, None, dev_fraction=0.25)
+    test = task.read_gold(dev, data.label_names)
+    head = _AlwaysSecond(data.label_names)
+    run = tmp_path / "run"
+    training = HeadTraining(0.0, epochs=2, batch_size=4)  # a rate of 0: it never moves
+    scores = train_head(head, task, data, test, Tokenizer.from_pretrained(vocab), training, 1, run)
+    second = data.label_names[1]
+    share = sum(example.label == second for example in test) / len(test)
+    assert scores["accuracy"] == pytest.approx(share)
+    collapse = read_one_class(run)
+    assert collapse is not None and collapse.label == second
+    epochs = json.loads((run / HEAD_LOG_FILE).read_text(encoding="utf-8"))["epochs"]
+    assert [epoch["epoch"] for epoch in epochs] == [1, 2] and epochs[0]["train_loss"] > 0
 
 
 # --- the config -----------------------------------------------------------------------------------

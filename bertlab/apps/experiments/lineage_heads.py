@@ -14,7 +14,8 @@
 [CLS] and [SEP] included, and its own decoding and metrics): AdamW, per layer group a rate
 (ULMFiT's discriminative rates, each group `group_decay` times the one above), BERT's linear or
 ULMFiT's slanted triangular schedule, gradual unfreezing, the best epoch on the dev part kept
-and scored once on the test part. `linear_probe` is the shared frozen-features probe: the mean
+and scored once on the test part; like bertlab's fine-tuning, a run records in result.json
+whether its best dev predictions were all one class, so that the report marks it. `linear_probe` is the shared frozen-features probe: the mean
 of each layer over a text's pieces, all layers side by side, standardized, and a logistic
 regression whose L2 strength is chosen on the dev part.
 """
@@ -24,6 +25,7 @@ regression whose L2 strength is chosen on the dev part.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import random
 from collections.abc import Sequence
@@ -42,6 +44,7 @@ from bertlab.apps.experiments.lineage_models import LayerReader
 from bertlab.apps.flows import TEST_FILE, read_test
 from bertlab.core.atomic import write_json
 from bertlab.core.finetune_config import STLR_CUT_FRAC, STLR_RATIO
+from bertlab.core.run_folder import RESULT_FILE
 from bertlab.core.runtime import set_seed
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
 from bertlab.network.feature_heads import BiLSTM, ScalarMix, gather_rows, last_real_positions
@@ -50,7 +53,10 @@ from bertlab.network.ulmfit import UlmfitForSequenceClassification
 from bertlab.task_families import Task, predict_rows
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetuning.finetune import TaskData
+from bertlab.training.finetuning.one_class import OneClassCollapse, one_class_collapse
 from bertlab.training.optim import linear_warmup_decay, slanted_triangular
+
+logger = logging.getLogger(__name__)
 
 TAGGER_HIDDEN = 128  # units per direction of every arm's BiLSTM (BERT-Tiny's width)
 TAGGER_LAYERS = 2  # BERT Sec. 5.3 and ELMo's taggers: a two-layer BiLSTM
@@ -230,10 +236,29 @@ def _unfrozen_groups(training: HeadTraining, groups: int, epoch: int, step: int,
 
 def evaluate_head(
     head: nn.Module, task: Task, features: list, examples: Sequence
-) -> dict[str, float]:
-    """The task's metrics of `head` on encoded `examples`."""
+) -> tuple[dict[str, float], OneClassCollapse | None]:
+    """The task's metrics of `head` on encoded `examples`, and whether its predictions were all
+    one class (`one_class.one_class_collapse`, the check bertlab's fine-tuning makes)."""
     rows = predict_rows(head, features, EVAL_BATCH_SIZE, "fp32", task.reduce)
-    return task.score(task.decode(features, rows, examples, head.id2label), examples)
+    predictions = task.decode(features, rows, examples, head.id2label)
+    return task.score(predictions, examples), _collapse(task, predictions, examples)
+
+
+def _collapse(task: Task, predictions: Any, examples: Sequence) -> OneClassCollapse | None:
+    classes = task.classes(predictions, examples)
+    return None if classes is None else one_class_collapse(*classes)
+
+
+def _write_run(
+    run_dir: Path, log: dict[str, Any], scores: dict[str, float], collapse: OneClassCollapse | None
+) -> None:
+    """A head's run folder: its log, its test scores and, as bertlab's fine-tuning records it in
+    result.json, whether the best dev predictions were one class (`flows.read_one_class`)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / HEAD_LOG_FILE, log)
+    one_class = None if collapse is None else collapse.to_json()
+    write_json(run_dir / RESULT_FILE, {"one_class": one_class})
+    write_json(run_dir / TEST_FILE, scores)
 
 
 def train_head(
@@ -267,9 +292,10 @@ def train_head(
         if training.is_slanted
         else linear_warmup_decay(optimizer, round(training.warmup_proportion * total), total)
     )
-    log, best, best_state, step = [], None, None, 0
+    log, best, best_state, best_collapse, step = [], None, None, None, 0
     for epoch in range(1, training.epochs + 1):
         head.train()
+        losses = []
         for batch_indices in length_grouped_batches(lengths, training.batch_size, rng):
             if len(batch_indices) < MIN_BATCH:  # ULMFiT's batch normalization needs two
                 continue
@@ -282,23 +308,25 @@ def train_head(
             )
             loss = head(**batch).loss
             loss.backward()
+            losses.append(loss.item())
             torch.nn.utils.clip_grad_norm_(head.parameters(), training.max_grad_norm)
             optimizer.step()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-        metrics = evaluate_head(head, task, dev, data.dev)
-        log.append({"epoch": epoch, "dev": metrics})
+        metrics, collapse = evaluate_head(head, task, dev, data.dev)
+        train_loss = float(np.mean(losses)) if losses else None
+        log.append({"epoch": epoch, "train_loss": train_loss, "dev": metrics})
         if best is None or metrics[task.primary_metric] > best[task.primary_metric]:
-            best, best_state = metrics, copy.deepcopy(head.state_dict())
+            best, best_state, best_collapse = metrics, copy.deepcopy(head.state_dict()), collapse
     for params in groups:
         for param in params:
             param.requires_grad_(True)
     head.load_state_dict(best_state)
-    scores = evaluate_head(head, task, task.encode(test, tokenizer, None, False), test)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / HEAD_LOG_FILE, {"epochs": log, "best_dev": best})
-    write_json(run_dir / TEST_FILE, scores)
+    scores, _ = evaluate_head(head, task, task.encode(test, tokenizer, None, False), test)
+    if best_collapse is not None:
+        logger.warning(best_collapse.warning(seed))
+    _write_run(run_dir, {"epochs": log, "best_dev": best}, scores, best_collapse)
     return scores
 
 
@@ -355,11 +383,9 @@ def linear_probe(
         predictions = [names[i] for i in model.predict(inputs["dev"])]
         dev = task.score(predictions, data.dev)
         if best is None or dev[task.primary_metric] > best[1][task.primary_metric]:
-            best = (model, dev, c_value)
-    model, dev, c_value = best
+            best = (model, dev, c_value, _collapse(task, predictions, data.dev))
+    model, dev, c_value, collapse = best
     scores = task.score([names[i] for i in model.predict(inputs["test"])], parts["test"])
-    run_dir.mkdir(parents=True, exist_ok=True)
     record = {"c": c_value, "dev": dev, "features": int(inputs["train"].shape[1])}
-    write_json(run_dir / HEAD_LOG_FILE, record)
-    write_json(run_dir / TEST_FILE, scores)
+    _write_run(run_dir, record, scores, collapse)
     return scores
