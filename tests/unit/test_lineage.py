@@ -356,7 +356,8 @@ def test_the_report_has_every_arms_row_the_papers_figures_and_the_verdicts():
     assert "91.0 (90.0–92.0) [93.5]" in text  # BERT's median, its spread, the paper's figure
     assert "**Against SCRATCH**" in text and "| SCRATCH | ahead" not in text
     assert "| BERT | ahead (+30.5 vs spread 2.0; 2-0 seeds, p 0.50) |" in text
+    assert "| GPT | -6.5, one seed: no spread to judge by |" in text  # one seed: no verdict
     assert "| BERT (control) |" not in text and "| WORD2VEC (control) | 0 |" in text
-    assert "| BERT | 1 | +0.200 [+0.100, +0.300]* | 0.90 |" in text
-    assert "| BERT | 0 | +0.000 [-0.100, +0.100] | 0.30 |" in text
+    assert "| BERT | 1 | +0.2000 [+0.1000, +0.3000]* | 0.90 |" in text
+    assert "| BERT | 0 | +0.0000 [-0.1000, +0.1000] | 0.30 |" in text
     assert "FLOPs of BERT: 6 N." in text and "BERT Table 1" in text

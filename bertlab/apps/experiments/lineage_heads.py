@@ -15,9 +15,10 @@
 (ULMFiT's discriminative rates, each group `group_decay` times the one above), BERT's linear or
 ULMFiT's slanted triangular schedule, gradual unfreezing, the best epoch on the dev part kept
 and scored once on the test part; like bertlab's fine-tuning, a run records in result.json
-whether its best dev predictions were all one class, so that the report marks it. `linear_probe` is the shared frozen-features probe: the mean
-of each layer over a text's pieces, all layers side by side, standardized, and a logistic
-regression whose L2 strength is chosen on the dev part.
+whether its best dev predictions were all one class, so that the report marks it.
+`linear_probe` is the shared frozen-features probe: the mean of each layer over a text's pieces,
+all layers side by side, standardized, and a logistic regression whose L2 strength is chosen on
+the dev part (its run records a one-class collapse too).
 """
 
 # Shapes: B batch, L sequence length, J layers, H the widest layer, C labels, D probe features.

@@ -143,13 +143,22 @@ def _verdicts(results: dict[str, Any]) -> list[str]:
         if arm == baseline:
             continue
         cells = [
-            judge(values(results, row, arm), values(results, row, baseline))
+            _judge(values(results, row, arm), values(results, row, baseline))
             if arm in results["rows"][row]["arms"]
             else ""
             for row in results["rows"]
         ]
         lines.append(f"| {about['label']} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _judge(first: list[float] | None, second: list[float] | None) -> str:
+    """`ablation_report.judge`, but never a verdict from one seed (a spread of 0 would make any
+    gap a lead): the gap of the medians alone."""
+    if first and second and min(len(first), len(second)) < 2:
+        gap = statistics.median(first) - statistics.median(second)
+        return f"{gap:+.1f}, one seed: no spread to judge by"
+    return judge(first, second)
 
 
 def _probe_table(results: dict[str, Any], word: str) -> list[str]:
@@ -174,8 +183,8 @@ def _probe_table(results: dict[str, Any], word: str) -> list[str]:
             mark = "*" if layer["low"] > 0 else ""
             lines.append(
                 f"| {label}{control if index == 0 else ''} | {index} | "
-                f"{layer['within_minus_across']:+.3f} [{layer['low']:+.3f}, "
-                f"{layer['high']:+.3f}]{mark} | {layer['nearest_neighbour_accuracy']:.2f} |"
+                f"{layer['within_minus_across']:+.4f} [{layer['low']:+.4f}, "
+                f"{layer['high']:+.4f}]{mark} | {layer['nearest_neighbour_accuracy']:.2f} |"
             )
     return lines
 
