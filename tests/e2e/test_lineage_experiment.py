@@ -1,7 +1,8 @@
 """`bertlab experiment lineage` end to end, tiny: every arm pre-trains on the synthetic corpus for
 one second (word2vec too), the probes read every arm's layers, every task row runs on a few
 examples of the shared SST-2 and CoNLL-2003 files, the report has every arm's row, and running
-the command again continues instead of starting over."""
+the command again continues instead of starting over (from results.json, or from the cells'
+own folders when results.json is gone)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ def test_a_tiny_lineage_runs_every_arm_and_continues(shared_data, pretrain_files
     assert time.perf_counter() - started < 30
     again = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert again["scores"] == results["scores"] and again["probes"] == results["probes"]
+    # Killed before results.json was first written: every cell is found in its own folder.
+    (out / "results.json").unlink()
+    assert main([*argv, "--no-progress"]) == 0
+    found = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert found["scores"] == results["scores"]
     assert main([*argv[:-2], "--corpus", str(vocab), "--no-progress"]) == 1  # other settings
 
 
