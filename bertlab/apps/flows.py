@@ -39,6 +39,7 @@ from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.threads import set_threads
 from bertlab.core.wording import Worded
 from bertlab.network.bert import BertModel
+from bertlab.network.heads import BertForTask
 from bertlab.task_families import Task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetuning.finetune import ModelSource, TaskData, finetune_task
@@ -120,6 +121,7 @@ def finetune_and_test(
     run_dir: Path,
     show_progress: bool,
     keep_model: bool = False,
+    model: BertForTask | None = None,
 ) -> dict[str, float]:
     """Fine-tune `model_dir` on `data`, score the best epoch's model once on `test`.
 
@@ -136,6 +138,8 @@ def finetune_and_test(
         show_progress: progress bars.
         keep_model: keep `run_dir/best`; otherwise only the scores are kept (an experiment's few
             hundred small models are not worth their disk space).
+        model: the head already built on `model_dir` (with parts frozen, say), trained as it
+            is (`finetune_task`'s `model`); None: built from `model_dir`.
 
     Returns:
         The task's metrics on `test`, as written to `run_dir/test.json`.
@@ -144,11 +148,13 @@ def finetune_and_test(
         return read_test(run_dir)
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    result = finetune_task(task, data, ModelSource(model_dir), config, run_dir, show_progress)
-    model = task.load_head(result.best_dir, None).to(default_device())
+    result = finetune_task(
+        task, data, ModelSource(model_dir), config, run_dir, show_progress, model=model
+    )
+    best = task.load_head(result.best_dir, None).to(default_device())
     tokenizer = Tokenizer.from_pretrained(result.best_dir)
     precision = resolve_precision("auto", default_device())
-    predictions = run_task(task, model, tokenizer, test, PREDICTION_BATCH_SIZE, precision)
+    predictions = run_task(task, best, tokenizer, test, PREDICTION_BATCH_SIZE, precision)
     metrics = task.score(predictions, test)
     write_json(run_dir / TEST_FILE, metrics)
     if not keep_model:

@@ -1,7 +1,7 @@
 """`bertlab experiment transfer`: pre-train on a budget, then measure what it buys downstream;
 `bertlab experiment ablation`: BERT's ablations of its pre-training tasks and of fine-tuning
 against features, side by side; `bertlab experiment strategies`: fine-tuning strategies with
-few labels."""
+few labels; `bertlab experiment lineage`: the lectures' models from NNLM to BERT on one corpus."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     add_transfer_command(commands)
     add_ablation_command(commands)
     add_strategies_command(commands)
+    add_lineage_command(commands)
     add_compare_command(commands)
 
 
@@ -498,4 +499,100 @@ def run_compare_command(args: argparse.Namespace) -> int:
     if args.out:
         write_text(Path(args.out), "\n".join(lines) + "\n")
     print("\n".join(lines))
+    return 0
+
+
+def add_lineage_command(commands: argparse._SubParsersAction) -> None:
+    lineage = commands.add_parser(
+        "lineage",
+        help="NNLM, word2vec, ELMo, AWD-LSTM/ULMFiT, GPT and BERT pre-trained on one corpus for "
+        "the same minutes, compared on the same tasks and sense probes",
+        description="Pre-train every arm on the same corpus with the same WordPiece vocabulary "
+        "for the same minutes (NNLM, ELMo and AWD-LSTM with `bertlab pretrain --architecture`, "
+        "GPT as a left-to-right BERT, BERT with the budget recipe, word2vec for the same "
+        "seconds; scratch is a random BERT), then fine-tune each on the tasks in its paper's "
+        "way and through one shared linear probe (NER: a BiLSTM over the scalar mix of its "
+        "layers, BERT also fine-tuned whole), with several seeds, and probe whether its layers "
+        "separate a word's senses. Writes OUT/report.md (one row per arm, the papers' figures "
+        "in brackets), OUT/lineage.png and OUT/results.json; running the same command again "
+        "continues an interrupted run. See "
+        "docs/word2vec-to-bert.md#from-nnlm-to-bert-on-your-data.",
+    )
+    _add_lineage_flags(lineage)
+    lineage.set_defaults(handler=run_lineage_command)
+
+
+def _add_lineage_flags(parser: argparse.ArgumentParser) -> None:
+    from bertlab.apps.experiments.lineage_options import (
+        ARMS,
+        DEFAULT_BUDGET_MINUTES,
+        DEFAULT_LANG,
+        DEFAULT_PROBES,
+        DEFAULT_SEEDS,
+        PROBES,
+        TASKS,
+    )
+
+    add = parser.add_argument
+    add("--data", required=True, help="the data directory (layout of ../shared/data)")
+    add("--out", required=True, help="experiment directory")
+    add("--lang", default=DEFAULT_LANG, choices=list(TASKS), help="en or zh (default: en)")
+    tasks = "; ".join(f"{lang}: {', '.join(t.name for t in rows)}" for lang, rows in TASKS.items())
+    add("--tasks", help=f"comma-separated subset ({tasks}; default: all)")
+    add(
+        "--seeds",
+        default=",".join(map(str, DEFAULT_SEEDS)),
+        help="fine-tuning seeds of every cell, and the random arm's weights (default: %(default)s)",
+    )
+    add(
+        "--budget",
+        type=parse_duration,
+        default=DEFAULT_BUDGET_MINUTES * 60,
+        help="training time of every arm that pre-trains (six of the seven: the experiment "
+        "spends about six budgets pre-training before any fine-tuning), e.g. 1m for a quick "
+        f"look (default: {DEFAULT_BUDGET_MINUTES:g}m)",
+    )
+    add("--corpus", nargs="+", help="pre-training files (default: the language's under --data)")
+    add("--tokenizer", help="vocab.txt or tokenizer directory (default: trained on the corpus)")
+    add(
+        "--arms",
+        default=",".join(arm.name for arm in ARMS),
+        help="comma-separated arms, each a row (default: %(default)s)",
+    )
+    probes = ", ".join(f"{word} ({probe.lang})" for word, probe in PROBES.items())
+    defaults = "; ".join(
+        f"{lang}: {','.join(words) or 'none'}" for lang, words in DEFAULT_PROBES.items()
+    )
+    add(
+        "--probes",
+        help=f"comma-separated probe words of {probes}; empty: none (default: {defaults})",
+    )
+    add(
+        "--max-examples",
+        type=int,
+        help="cap every task's training, dev and test parts at N examples: a quick look",
+    )
+    add("--no-progress", action="store_true", help="hide progress bars")
+
+
+def run_lineage_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertlab.apps.experiments.lineage import run_lineage
+    from bertlab.apps.experiments.lineage_config import LineageConfig
+
+    config = LineageConfig(
+        data_dir=Path(args.data),
+        out=Path(args.out),
+        lang=args.lang,
+        budget_minutes=args.budget / 60,
+        seeds=_numbers(args.seeds, "--seeds", int),
+        tasks=_names(args.tasks) if args.tasks else None,
+        arms=_names(args.arms),
+        probes=None if args.probes is None else _names(args.probes),
+        corpus=tuple(args.corpus) if args.corpus else None,
+        tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+        max_examples=args.max_examples,
+    )
+    run_lineage(config, show_progress=not args.no_progress)
     return 0

@@ -15,9 +15,14 @@ from pathlib import Path
 import pytest
 
 from bertlab.apps.experiments.ablation_config import AblationConfig
+from bertlab.apps.experiments.lineage_config import LineageConfig
 from bertlab.apps.experiments.transfer_config import TransferConfig
 from bertlab.cli import build_parser
-from bertlab.cli.experiment import run_ablation_command, run_transfer_command
+from bertlab.cli.experiment import (
+    run_ablation_command,
+    run_lineage_command,
+    run_transfer_command,
+)
 
 HEAVY = ("torch", "gensim")
 
@@ -37,6 +42,7 @@ def command_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -
     [
         ("transfer", TransferConfig, "run_transfer"),
         ("ablation", AblationConfig, "run_ablation"),
+        ("lineage", LineageConfig, "run_lineage"),
     ],
 )
 def test_an_experiments_flag_defaults_are_its_configs_defaults(
@@ -50,7 +56,11 @@ def test_an_experiments_flag_defaults_are_its_configs_defaults(
     args = build_parser().parse_args(
         ["experiment", name, "--data", str(tmp_path), "--out", str(tmp_path / "out")]
     )
-    command = {"transfer": run_transfer_command, "ablation": run_ablation_command}[name]
+    command = {
+        "transfer": run_transfer_command,
+        "ablation": run_ablation_command,
+        "lineage": run_lineage_command,
+    }[name]
     assert command(args) == 0
     defaults = config_class(data_dir=Path(args.data), out=Path(args.out))
     assert dataclasses.asdict(made[0]) == dataclasses.asdict(defaults)
@@ -87,7 +97,7 @@ def test_no_command_help_imports_torch_or_gensim():
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("name", ["transfer", "ablation", "strategies"])
+@pytest.mark.parametrize("name", ["transfer", "ablation", "strategies", "lineage"])
 def test_an_experiments_flags_are_in_its_help(name, capsys):
     parser = build_parser()
     with pytest.raises(SystemExit):

@@ -85,3 +85,40 @@ def test_runs_at_once_give_what_they_give_one_after_the_other_on_one_thread(
     broken[1] = (*broken[1][:3], tmp_path / "no-such-model", *broken[1][4:])
     with pytest.raises(FileNotFoundError):
         list(run_concurrently(finetune_and_test, broken, jobs=2))
+
+
+def test_a_head_built_beforehand_trains_as_it_is_its_frozen_rows_unchanged(
+    sst2_files, tiny_config, tmp_path
+) -> None:
+    """`finetune_and_test(model=...)`: a head on `model_dir` with its word embeddings frozen
+    (the static vectors' task model) trains everything else and leaves those rows as they were."""
+    import dataclasses
+
+    import torch
+    from safetensors.torch import load_file
+
+    from bertlab.apps.flows import finetune_and_test, random_twin
+    from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
+    from bertlab.task_families import make_task
+    from bertlab.tokenizer.wordpiece import Tokenizer
+    from bertlab.training.finetuning.finetune import read_task_data
+
+    train, dev, vocab = sst2_files
+    tokenizer = Tokenizer.from_pretrained(vocab)
+    config = dataclasses.replace(tiny_config, vocab_size=tokenizer.vocab_size)
+    task = make_task("sst2", data=TaskDataConfig(max_seq_length=config.max_position_embeddings))
+    data = read_task_data(task, train, None, dev_fraction=0.25)
+    test = task.read_gold(dev, data.label_names)
+    start = random_twin(config, tokenizer, 1, "normal", tmp_path / "start")
+    head = task.load_head(start, data.label_names)
+    head.bert.embeddings.word_embeddings.requires_grad_(False)
+    before = {key: value.clone() for key, value in head.state_dict().items()}
+    settings = FinetuneConfig(num_train_epochs=2, learning_rate=1e-3, batch_size=8, seed=1)
+    run = tmp_path / "run"
+    scores = finetune_and_test(task, data, test, start, settings, run, False, True, model=head)
+    assert 0 <= scores["accuracy"] <= 1
+    after = load_file(run / "best" / "model.safetensors")
+    key = "bert.embeddings.word_embeddings.weight"
+    assert torch.equal(after[key], before[key])
+    assert not torch.equal(after["bert.encoder.layer.0.output.dense.weight"],
+                           before["bert.encoder.layer.0.output.dense.weight"])  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import time
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ from bertlab.core.config import BertConfig
 from bertlab.corpus.build import build_corpus
 from bertlab.network.bert import BertModel
 from bertlab.tokenizer.wordpiece import Tokenizer
+from bertlab.training.word2vec.timed import train_word_vectors_for
 from bertlab.training.word2vec.vectors import (
     WordVectorConfig,
     analogy,
@@ -238,3 +240,18 @@ def test_an_analogy_is_the_words_nearest_a_minus_b_plus_c(tmp_path) -> None:
         assert score == pytest.approx(want, abs=1e-5), word
     with pytest.raises(ValueError, match="'prince', 'princess' have no vector"):
         analogy(vectors, "prince", "man", "princess")
+
+
+def test_word2vec_for_a_time_budget_trains_for_its_seconds(corpus) -> None:
+    """`train_word_vectors_for`: round and round the corpus until the seconds are spent."""
+    _, tokenized = corpus
+    started = time.perf_counter()
+    vectors, run = train_word_vectors_for(
+        tokenized, WordVectorConfig(vector_size=8, workers=1), 1.0
+    )
+    assert 1.0 <= run.seconds <= time.perf_counter() - started
+    assert run.epochs > 1 and run.raw_words > run.trained_words > 0  # around the corpus again
+    used = {str(piece) for piece in np.unique(np.asarray(tokenized.token_ids))}
+    assert set(vectors.index_to_key) == used  # every piece of the corpus, keyed by its id
+    with pytest.raises(ValueError, match="positive"):
+        train_word_vectors_for(tokenized, WordVectorConfig(), 0.0)
