@@ -28,6 +28,7 @@ _PUBLIC = {
     "run_pretraining": "bertlab.training.pretraining.runner",
     "load": "bertlab.use.pretrained",
     "PretrainedBert": "bertlab.use.pretrained",
+    "PretrainedLanguageModel": "bertlab.use.lstm_models",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from bertlab.training.pretraining.loop import PretrainResult
     from bertlab.training.pretraining.run import PretrainRun
     from bertlab.training.pretraining.runner import run_pretraining
+    from bertlab.use.lstm_models import PretrainedLanguageModel
     from bertlab.use.pretrained import PretrainedBert, load
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "run_pretraining",
     "load",
     "PretrainedBert",
+    "PretrainedLanguageModel",
 ]  # the keys of _PUBLIC, spelled out for tools that read __all__
 __version__ = "0.1.0"
 
