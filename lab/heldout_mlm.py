@@ -89,7 +89,9 @@ def main() -> None:
             raise SystemExit(f"heldout_mlm: {name} has another vocabulary than the corpus cache")
         mlm = OBJECTIVES["mlm"]
         cpu = torch.device("cpu")
-        values = evaluate(model, batches, cpu, "fp32", mlm.batch_stats, mlm.detection_scores)
+        values = evaluate(
+            model, batches, cpu, "fp32", mlm.batch_stats, mlm.detection_scores, mlm.forward
+        )
         print(
             f"{name}: held-out MLM loss {values['mlm_loss']:.3f}, "
             f"accuracy {values['mlm_accuracy']:.1%}"

@@ -20,10 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
 import shutil
 import statistics
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -34,6 +36,7 @@ from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.core.run_folder import RESULT_FILE
 from bertlab.core.runtime import default_device, resolve_precision, set_seed
+from bertlab.core.threads import set_threads
 from bertlab.core.wording import Worded
 from bertlab.network.bert import BertModel
 from bertlab.task_families import Task, run_task
@@ -151,6 +154,43 @@ def finetune_and_test(
     if not keep_model:
         shutil.rmtree(result.best_dir)
     return metrics
+
+
+# Fine-tuning runs at once on a CPU: one thread each. On 2 cores two short-sequence runs at once
+# gave 1.6-1.75x the throughput of one after the other on two threads (one thread keeps ~0.85 of
+# two's speed on SST-2 sentences, and no thread waits on another). At most 4: each run holds its
+# own torch, model and data (about half a GB).
+MAX_CONCURRENT_RUNS = 4
+
+
+def concurrent_runs(threads: int, device_type: str) -> int:
+    """How many independent fine-tuning runs to run at once with `threads` CPU threads: one per
+    thread on the CPU (at most MAX_CONCURRENT_RUNS); one on a GPU, which each run fills."""
+    if device_type != "cpu":
+        return 1
+    return max(1, min(MAX_CONCURRENT_RUNS, threads))
+
+
+def run_concurrently(function: Callable, calls: Sequence[tuple], jobs: int) -> Iterator[Any]:
+    """`function(*call)` for each call, the results in the calls' order as each is ready.
+
+    With `jobs` > 1 the calls run in that many worker processes of one CPU thread each
+    ("spawn": a fresh interpreter, so `import bertlab` sets the wait policy before torch loads);
+    `function` and the calls must pickle. Each result is the same as in this process with one
+    thread. An error in a call is raised here, and the calls not yet started are dropped.
+    """
+    if jobs <= 1 or len(calls) <= 1:
+        for call in calls:
+            yield function(*call)
+        return
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=set_threads, initargs=(1,))
+    try:
+        futures = [pool.submit(function, *call) for call in calls]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def word_vector_model(

@@ -54,10 +54,11 @@ def add_pretrain_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     from bertlab.core.config import PRESETS
+    from bertlab.core.lstm_config import DEFAULT_LM_PRESET, LM_PRESETS
     from bertlab.core.run_folder import CORPUS_CACHE_DIR
     from bertlab.corpus.sources import LANGS
     from bertlab.training.pretraining.budget import POSITION_INITS, BudgetRecipe
-    from bertlab.training.pretraining.options import DEFAULT_MODEL_SIZE
+    from bertlab.training.pretraining.options import ARCHITECTURES, BERT, DEFAULT_MODEL_SIZE
 
     group = parser.add_argument_group("corpus, vocabulary and model")
     add = group.add_argument
@@ -77,7 +78,21 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
         help="train a vocabulary of this many pieces on the corpus into OUT/tokenizer (default "
         f"with --budget: {BudgetRecipe.vocab_size:,})",
     )
-    add("--model-size", choices=list(PRESETS), help=f"preset (default: {DEFAULT_MODEL_SIZE})")
+    add(
+        "--architecture",
+        choices=ARCHITECTURES,
+        help=f"the network (default: {BERT}): BERT trained by --objective, or the LSTM era's, "
+        "each trained by its paper's objective on left-to-right targets: nnlm (Bengio et al. "
+        "2003: the next piece from the 4 before it), elmo (Peters et al. 2018: a forward and a "
+        "backward LSTM LM), awd-lstm (Merity et al. 2017, the network ULMFiT fine-tunes)",
+    )
+    sizes = "; ".join(f"{name}: {', '.join(presets)}" for name, presets in LM_PRESETS.items())
+    add(
+        "--model-size",
+        help=f"preset of the network: {BERT}: {', '.join(PRESETS)} (default: "
+        f"{DEFAULT_MODEL_SIZE}; with --budget the recipe's); {sizes} (default: "
+        f"{DEFAULT_LM_PRESET})",
+    )
     add("--config", dest="model_config", help="config.json of the architecture")
     add(
         "--init-from",
@@ -121,6 +136,14 @@ def _add_objective_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="objective electra: the generator's width as a share of the model's (default: "
         f"{ElectraConfig.generator_size:g}, ELECTRA-Small's)",
+    )
+    add(
+        "--char-cnn",
+        dest="use_char_cnn",
+        action="store_true",
+        default=None,
+        help="--architecture elmo: ELMo's character CNN over each piece's characters (those of "
+        "the WordPiece vocabulary: Chinese too, no byte ids) instead of piece embeddings",
     )
     add(
         "--rtd-weight",

@@ -189,19 +189,23 @@ def finetune_config(args: argparse.Namespace, source=None):
     if source is not None:
         defaults = architecture_of(source).finetune_defaults(source_values(source))
         settings, why = defaults.settings, defaults.why
+    declared = declared_epochs(args.task) if values["num_train_epochs"] is None else None
+    if declared is not None:  # the task's own epochs win over the model's defaults
+        settings = settings | {"num_train_epochs": declared}
     for name in chosen:
         if settings.get(name) is not None:
             values[name] = settings[name]
         elif name == "num_train_epochs":
-            values[name] = default_epochs(args.task)
+            values[name] = DEFAULT_EPOCHS
     values = {name: value for name, value in values.items() if value is not None}
     config = FinetuneConfig(**values)
     by_default = [name for name in chosen if name in settings]
     if why is not None and by_default:
+        own = f"; the task {args.task} declares its {declared} epochs" if declared else ""
         flags = ", ".join("--" + flag_name(name) for name in by_default)
         logger.info(
-            f"learning rate {config.learning_rate:g}, {config.num_train_epochs} epochs: {why} "
-            f"({flags} set them)"
+            f"learning rate {config.learning_rate:g}, {config.num_train_epochs} epochs: {why}"
+            f"{own} ({flags} set them)"
         )
     return config
 
@@ -212,8 +216,9 @@ def flag_name(field: str) -> str:
     return special.get(field, field).replace("_", "-")
 
 
-def default_epochs(task: str) -> int:
-    return DEFAULT_EPOCHS if task == GENERIC_CLASSIFICATION else get_task(task).epochs
+def declared_epochs(task: str) -> int | None:
+    """The epochs the task's declaration sets (None: it leaves them to the model's width)."""
+    return None if task == GENERIC_CLASSIFICATION else get_task(task).epochs
 
 
 def model_source(args: argparse.Namespace):

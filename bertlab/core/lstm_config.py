@@ -26,6 +26,9 @@ from bertlab.core.config import read_json_object
 logger = logging.getLogger(__name__)
 
 NNLM, ELMO, AWD_LSTM = "nnlm", "elmo", "awd-lstm"
+# BERT's name among them: `--architecture`'s default, and the architecture of a model folder whose
+# config.json names none (Hugging Face's BERT layout has no `architecture` key).
+BERT = "bert"
 LM_ARCHITECTURE_NAMES = (NNLM, ELMO, AWD_LSTM)  # what `--architecture` may name besides "bert"
 
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary (HF config.json's default)
@@ -509,3 +512,51 @@ def lstm_config_from_dict(values: dict[str, Any]) -> NnlmConfig | ElmoConfig | A
             f"config.json names architecture {name!r}; expected one of {LM_ARCHITECTURE_NAMES}"
         )
     return LM_CONFIGS[name].from_dict(values)
+
+
+# The presets `--model-size` names for each architecture, smallest-purpose first: the papers'
+# sizes, bertlab's CPU size (the default) and the tests' tiny one.
+LM_PRESETS: dict[str, dict[str, Any]] = {
+    NNLM: {
+        "brown": NnlmConfig.brown,
+        "ap-news": NnlmConfig.ap_news,
+        "cpu": NnlmConfig.cpu,
+        "tiny": NnlmConfig.tiny,
+    },
+    ELMO: {
+        "small": ElmoConfig.small,
+        "original": ElmoConfig.original,
+        "cpu": ElmoConfig.cpu,
+        "tiny": ElmoConfig.tiny,
+    },
+    AWD_LSTM: {"paper": AwdLstmConfig.paper, "cpu": AwdLstmConfig.cpu, "tiny": AwdLstmConfig.tiny},
+}
+DEFAULT_LM_PRESET = "cpu"  # the size each architecture trains on a laptop CPU by default
+
+
+def lm_preset(architecture: str, name: str, **overrides: Any) -> Any:
+    """The config of preset `name` of `architecture`, with `overrides` (e.g. the vocabulary).
+
+    Raises:
+        ValueError: an unknown architecture or preset, naming the known ones.
+    """
+    if architecture not in LM_PRESETS:
+        raise ValueError(
+            f"unknown architecture {architecture!r}; choose one of {LM_ARCHITECTURE_NAMES}"
+        )
+    presets = LM_PRESETS[architecture]
+    if name not in presets:
+        raise ValueError(
+            f"unknown model size {name!r} for {architecture}; choose one of {', '.join(presets)}"
+        )
+    return presets[name](**overrides)
+
+
+@dataclass(frozen=True)
+class ElmoSettings:
+    """ELMo's own pre-training settings (`bertlab pretrain --architecture elmo`), one
+    `PretrainRun` field each."""
+
+    # The character CNN over each piece's characters instead of a WordPiece embedding (Peters
+    # et al. 2018 Sec. 3.4), its characters those of the WordPiece vocabulary (no byte ids).
+    use_char_cnn: bool = False

@@ -20,6 +20,12 @@ An entry's `load_head` builds a task head on a pre-trained folder or loads a fin
 as `Task.load_head` asks (`HeadRequest`); `finetune_defaults` are the `FinetuneConfig` fields
 it trains with when the user sets none; what does not apply to it (a task family, the
 feature-based flags) it refuses in one line (`check_finetune`).
+
+This is the use side's table; pre-training has its own, `training.pretraining.networks.NETWORKS`
+(how a network is built, trained and written into OUT/final, by `--architecture`). They share no
+fact but the names, which both import from `core.lstm_config` (`BERT`, `NNLM`, `ELMO`,
+`AWD_LSTM`): a folder written by pre-training is read here by its config.json alone, and neither
+table imports the other (this one sits in `network`, below `training`).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from bertlab.core.finetune_config import (
     SLANTED_TRIANGULAR_SCHEDULE,
     width_defaults,
 )
-from bertlab.core.lstm_config import AWD_LSTM, ELMO, NNLM, NnlmConfig
+from bertlab.core.lstm_config import AWD_LSTM, BERT, ELMO, NNLM, NnlmConfig
 from bertlab.network import checkpoint
 from bertlab.network.awd_lstm import AwdLstmForLanguageModeling
 from bertlab.network.bert import BertForPreTraining, BertModel
@@ -68,7 +74,6 @@ from bertlab.network.lm_views import (
 from bertlab.network.nnlm import NnlmForLanguageModeling
 from bertlab.network.ulmfit import UlmfitForSequenceClassification
 
-BERT = "bert"  # the entry of folders without an `architecture` key
 MLM_HEAD_KEY = "cls.predictions.transform.dense.weight"
 CLASSIFICATION, TAGGING, QA, MULTIPLE_CHOICE = "classification", "tagging", "qa", "multiple-choice"
 FAMILIES = (CLASSIFICATION, TAGGING, QA, MULTIPLE_CHOICE)

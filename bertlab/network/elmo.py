@@ -39,6 +39,7 @@ normal(0, 1 / sqrt(projection_size)), the scale of the char CNN's projection; th
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,9 @@ from bertlab.network.lm_base import (
     validate_ids,
 )
 
+# PyTorch runs `nn.LSTM(proj_size=...)` in its own C++ loop over time steps, not oneDNN's, and
+# warns at every call; that is known and measured (benchmarks/bench_lstm_era.py), not the user's.
+warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
 CONV_INIT_RANGE = 0.05  # bilm-tf: uniform(-0.05, 0.05) for the ReLU convolutions
 CHAR_EMBEDDING_INIT_RANGE = 1.0  # bilm-tf: character embeddings uniform(-1, 1)
 HIGHWAY_GATE_BIAS = -2.0  # bilm-tf (Srivastava et al. 2015 Sec. 2.2): carry the input at first

@@ -1,7 +1,8 @@
-"""`bertlab pretrain` under torchrun as users run it (gloo on the CPU): every objective in two
-processes with checkpoints, stopped (a rank killed by SIGKILL for masked LM) and resumed onto the
-uninterrupted run's weights bit for bit; the budget recipe on two "machines" on the loopback
-(torchrun's c10d rendezvous, one process each), its main process killed and the run resumed."""
+"""`bertlab pretrain` under torchrun as users run it (gloo on the CPU): every objective and
+every LSTM-era architecture in two processes with checkpoints, stopped (a rank killed by SIGKILL
+for masked LM, ELMo and AWD-LSTM) and resumed onto the uninterrupted run's weights bit for bit;
+the budget recipe on two "machines" on the loopback (torchrun's c10d rendezvous, one process
+each), its main process killed and the run resumed."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ from bertlab.training.pretraining import checkpointing
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 OBJECTIVES = ("mlm+nsp", "mlm", "clm", "electra")
+# The LSTM-era networks, each with its own objective, at their tests' size.
+ARCHITECTURES = ("nnlm", "elmo", "awd-lstm")
+RUNS = (*OBJECTIVES, *ARCHITECTURES)  # what the runs below are keyed by
+KILLED = ("mlm", "elmo", "awd-lstm")  # stopped by a real kill of the process that does not write
 MAX_STEPS = 4
 CHECKPOINT_EVERY = 2
 
@@ -47,12 +52,17 @@ def model_config(tmp_path_factory) -> Path:
 
 
 def _pretrain(pretrain_files, model_config: Path, out: Path, *extra: str) -> list[str]:
+    """The command of a run: BERT of `model_config`, or the tiny preset of the architecture that
+    `extra` names."""
     vocab, corpus = pretrain_files
+    model = (
+        ["--model-size", "tiny"] if "--architecture" in extra else ["--config", str(model_config)]
+    )
     return [
         "-m", "bertlab", "pretrain",
         "--corpus", str(corpus),
         "--tokenizer", str(vocab),
-        "--config", str(model_config),
+        *model,
         "--max-seq-length", "32",
         "--batch-size", "4",
         "--eval-examples", "16",
@@ -72,9 +82,11 @@ def _run(command: list[str], env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _steps(objective: str) -> list[str]:
+def _steps(name: str) -> list[str]:
+    """The run's length and checkpoints, and `--objective name` or `--architecture name`."""
     steps = ["--max-steps", str(MAX_STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY)]
-    return [*steps, "--eval-every", "3", "--objective", objective]
+    which = "--architecture" if name in ARCHITECTURES else "--objective"
+    return [*steps, "--eval-every", "3", which, name]
 
 
 def _weights(directory: Path) -> dict[str, torch.Tensor]:
@@ -102,9 +114,10 @@ def _saved_folders(objective: str) -> list[str]:
 def uninterrupted(
     pretrain_files, model_config, module_cli_env, tmp_path_factory
 ) -> dict[str, Path]:
-    """Each objective's uninterrupted two-process run, with every checkpoint kept."""
+    """Each objective's and architecture's uninterrupted two-process run, with every checkpoint
+    kept."""
     runs = {}
-    for objective in OBJECTIVES:
+    for objective in RUNS:
         out = tmp_path_factory.mktemp("uninterrupted") / objective
         steps = [*_steps(objective), "--keep-checkpoints", "0"]
         _run(_two_processes(_pretrain(pretrain_files, model_config, out, *steps)), module_cli_env)
@@ -112,9 +125,9 @@ def uninterrupted(
     return runs
 
 
-# Masked LM is stopped by a real kill (below); the others as a kill after the first checkpoint
-# leaves a run.
-@pytest.mark.parametrize("objective", [name for name in OBJECTIVES if name != "mlm"])
+# Masked LM, ELMo and AWD-LSTM are stopped by a real kill (below); the others as a kill after
+# the first checkpoint leaves a run.
+@pytest.mark.parametrize("objective", [name for name in RUNS if name not in KILLED])
 def test_two_processes_stopped_at_a_checkpoint_resume_onto_the_same_weights(
     objective, uninterrupted, pretrain_files, model_config, cli_env, tmp_path
 ) -> None:
@@ -178,14 +191,16 @@ def _kill_after_first_checkpoint(launchers: list[subprocess.Popen], run: Path, r
     assert any(launcher.returncode != 0 for launcher in launchers)
 
 
+@pytest.mark.parametrize("name", KILLED)
 def test_a_killed_rank_is_resumed_onto_the_uninterrupted_weights(
-    uninterrupted, pretrain_files, model_config, cli_env, tmp_path
+    name, uninterrupted, pretrain_files, model_config, cli_env, tmp_path
 ) -> None:
-    """SIGKILL to the process that does not write (`--objective mlm`): torchrun ends the job,
-    and `--resume` ends where the uninterrupted run did, bit for bit."""
-    reference = uninterrupted["mlm"]
+    """SIGKILL to the process that does not write (`--objective mlm`, `--architecture elmo`,
+    `awd-lstm`): torchrun ends the job, and `--resume` ends where the uninterrupted run did,
+    bit for bit."""
+    reference = uninterrupted[name]
     run = tmp_path / "run"
-    args = _pretrain(pretrain_files, model_config, run, *_steps("mlm"), "--keep-checkpoints", "1")
+    args = _pretrain(pretrain_files, model_config, run, *_steps(name), "--keep-checkpoints", "1")
     launcher = subprocess.Popen(
         _two_processes(args), env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

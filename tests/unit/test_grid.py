@@ -20,6 +20,7 @@ from bertlab.apps.experiments.grid import (
     grid_cells,
     run_grid,
 )
+from bertlab.data.tasks.registry import DEFAULT_EPOCHS
 
 COLUMNS = [Column("scratch"), Column("pretrained"), Column("features", tasks=("ner",))]
 TASKS = ["sst2", "ner"]
@@ -233,7 +234,8 @@ def test_an_ablation_results_file_from_before_the_grid_resumes_with_its_metrics(
 
 def test_a_grid_task_takes_its_registered_tasks_budget_unless_the_experiment_sets_one():
     own = GridTask("sst2", "sst2")
-    assert (own.num_epochs, own.input_length) == (own.spec.epochs, own.spec.max_seq_length)
+    assert own.spec.epochs is None  # SST-2 leaves its epochs to the defaults
+    assert (own.num_epochs, own.input_length) == (DEFAULT_EPOCHS, own.spec.max_seq_length)
     assert (own.metric, own.max_dev_examples, own.max_test_examples) == (None, None, None)
     chosen = GridTask("sst2-1k", "sst2", epochs=10, max_seq_length=64, max_train_examples=1000)
     assert (chosen.num_epochs, chosen.input_length, chosen.path) == (10, 64, own.path)

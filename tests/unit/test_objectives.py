@@ -57,7 +57,7 @@ EXPECTED = {
         True,
         BertForPreTraining,
         (FINAL_DIR,),
-        ("lm_loss", "lm_accuracy"),
+        ("lm_loss", "lm_accuracy", "lm_perplexity"),
         "text-generation",
     ),
     "electra": (

@@ -26,7 +26,7 @@ from bertlab.apps.demo.config import (
     DemoRecipe,
 )
 from bertlab.apps.demo.report import run_name
-from bertlab.apps.flows import finetune_and_test, random_twin, seed_dir
+from bertlab.apps.flows import finetune_and_test, random_twin, run_concurrently, seed_dir
 from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
 from bertlab.core.run_folder import FINAL_DIR
@@ -133,29 +133,36 @@ def finetune_rows(
     rows: list[Row],
     rate_and_batch: tuple[float, int],
     out: Path,
-    show_progress: bool,
+    jobs: int,
     say,
 ) -> dict[str, list[float]]:
     """Fine-tune every row's seeds with the recipe's settings at `rate_and_batch` (learning
-    rate, batch size); each one's test accuracy."""
+    rate, batch size), `jobs` runs at once (`flows.run_concurrently`); each one's test
+    accuracy, said seed by seed as the runs finish in order."""
     task, data, test = task_data
     learning_rate, batch_size = rate_and_batch
     scores: dict[str, list[float]] = {row.name: [] for row in rows}
-    for seed in dict.fromkeys(seed for row in rows for seed in row.seeds):  # seed by seed
-        for row in (row for row in rows if seed in row.seeds):
-            config = FinetuneConfig(
-                learning_rate=learning_rate,
-                batch_size=batch_size,
-                num_train_epochs=recipe.finetune_epochs,
-                seed=seed,
-            )
-            run_dir = seed_dir(out / "finetune", run_name(row.name), seed)
-            metrics = finetune_and_test(
-                task, data, test, row.source(seed), config, run_dir, show_progress, True
-            )
-            accuracy = metrics[task.primary_metric]
-            scores[row.name].append(accuracy)
-            say(f"  seed {seed}, {row.name:>22}: test {task.primary_metric} {accuracy:.1%}")
+    cells = [
+        (seed, row)
+        for seed in dict.fromkeys(seed for row in rows for seed in row.seeds)  # seed by seed
+        for row in rows
+        if seed in row.seeds
+    ]
+    calls = []
+    for seed, row in cells:  # the starts (random twins) are written here, before any run
+        config = FinetuneConfig(
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            num_train_epochs=recipe.finetune_epochs,
+            seed=seed,
+        )
+        run_dir = seed_dir(out / "finetune", run_name(row.name), seed)
+        calls.append((task, data, test, row.source(seed), config, run_dir, False, True))
+    results = run_concurrently(finetune_and_test, calls, jobs)
+    for (seed, row), metrics in zip(cells, results, strict=True):
+        accuracy = metrics[task.primary_metric]
+        scores[row.name].append(accuracy)
+        say(f"  seed {seed}, {row.name:>22}: test {task.primary_metric} {accuracy:.1%}")
     return scores
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bertlab.apps.demo.config import (
     BASELINES,
     DATA_DIR,
@@ -55,6 +57,7 @@ from bertlab.apps.flows import (
     ONE_CLASS,
     RESULTS_FILE,
     compare,
+    concurrent_runs,
     holding,
     one_class_seeds,
     sign_test,
@@ -75,6 +78,7 @@ from bertlab.core.run_folder import (
     PLAN_FILE,
     TOKENIZER_DIR,
 )
+from bertlab.core.runtime import default_device
 from bertlab.corpus.build import build_corpus
 from bertlab.corpus.prepare import held_out_split
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
@@ -280,7 +284,10 @@ def _demo(
     train, dev, test = len(task_data[1].train), len(task_data[1].dev), len(task_data[2])
     say(f"  {train} training, {dev} dev (best epoch), {test} test")
     rate, batch = recipe.finetune_learning_rate, recipe.finetune_batch_size
-    scores = finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
+    jobs = concurrent_runs(torch.get_num_threads(), default_device().type)
+    if jobs > 1:
+        say(f"  {jobs} runs at once, one CPU thread each")
+    scores = finetune_rows(recipe, task_data, rows, (rate, batch), out, jobs, say)
     clock.lap("fine-tuning")
 
     about = describe_shipped(name, shipped_dir, recipe, out / PRETRAIN_DIR / FINAL_DIR)
@@ -293,7 +300,7 @@ def _demo(
         f"\n== 6. Fine-tuning {name} ({about['shape']}) at learning rate {rate:g}, batch "
         f"{batch}: {said}"
     )
-    scores |= finetune_rows(recipe, task_data, rows, (rate, batch), out, show_progress, say)
+    scores |= finetune_rows(recipe, task_data, rows, (rate, batch), out, jobs, say)
     clock.lap("fine-tuning the shipped model")
 
     say("\n== 7. Attention map")

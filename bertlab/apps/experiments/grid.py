@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.core.atomic import write_json
-from bertlab.data.tasks.registry import TaskSpec, get_task
+from bertlab.data.tasks.registry import DEFAULT_EPOCHS, TaskSpec, get_task
 
 Scores = dict[str, dict[str, list[Any]]]  # task -> column -> one value per seed, in seed order
 
@@ -70,7 +70,7 @@ class GridTask:
 
     @property
     def num_epochs(self) -> int:
-        return self.epochs or self.spec.epochs
+        return self.epochs or self.spec.epochs or DEFAULT_EPOCHS
 
     @property
     def input_length(self) -> int:

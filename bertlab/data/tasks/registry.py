@@ -54,7 +54,9 @@ class TaskSpec:
         lang: the language of the data ("en", "zh"); None for the generic tasks.
         train_file: the training file, relative to the shared data folder (`../shared/data`).
         max_seq_length: the default input length of fine-tuning, special tokens included.
-        epochs: the default number of fine-tuning epochs.
+        epochs: the task's own number of fine-tuning epochs, which wins over the defaults by
+            model width; None (every built-in task): the width's (`FINETUNE_DEFAULTS_BY_WIDTH`),
+            else `DEFAULT_EPOCHS`.
         split_by_sentence: the training file holds every phrase of its sentences (SST-2), so
             held-out splits must hold out whole sentences (`bertlab.data.tasks.splits`).
     """
@@ -72,7 +74,7 @@ class TaskSpec:
     lang: str | None = None
     train_file: str | None = None
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
-    epochs: int = DEFAULT_EPOCHS
+    epochs: int | None = None
     split_by_sentence: bool = False
 
     def __post_init__(self) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bertlab.core.config import BertConfig
 from bertlab.core.model_card import ModelCard
 from bertlab.core.runtime import PrecisionChoice
 from bertlab.corpus.preflight import PreflightReport
@@ -21,7 +20,7 @@ def pretraining_card(
     run: ResolvedRun,
     corpus_meta: dict[str, Any],
     report: PreflightReport,
-    model_config: BertConfig,
+    model_config: Any,
     num_parameters: int,
     result: PretrainResult,
     world_size: int,
@@ -29,10 +28,7 @@ def pretraining_card(
     """The model card of OUT/final: the corpus, the recipe and what this run measured."""
     loop, choices = run.loop, run.choices
     progress = result.progress
-    shape = (
-        f"{model_config.num_hidden_layers} layers, hidden size {model_config.hidden_size}, "
-        f"{model_config.num_attention_heads} heads, {num_parameters:,} parameters"
-    )
+    shape = run.network.shape_words(model_config, num_parameters)
     start = "from scratch" if choices.init_from is None else f"continued from `{choices.init_from}`"
     files = ", ".join(
         f"`{Path(f['path']).name}` ({f['bytes']:,} bytes)" for f in corpus_meta.get("files", ())
@@ -62,7 +58,7 @@ def pretraining_card(
     what = run.objective.card_summary(shape)
     uses = run.objective.uses
     return ModelCard(
-        title=f"{Path(choices.out).name}: a BERT pre-trained with bertlab",
+        title=f"{Path(choices.out).name}: a {run.network.title} pre-trained with bertlab",
         summary=f"{what}, pre-trained {start} by `bertlab pretrain` on the corpus below.",
         pipeline_tag=uses.pipeline_tag,
         intended_use="A starting point for fine-tuning on a task (`bertlab finetune --model "
@@ -92,13 +88,14 @@ def pretraining_card(
 
 def _pretraining_recipe(
     run: ResolvedRun,
-    model_config: BertConfig,
+    model_config: Any,
     world_size: int,
     precision: PrecisionChoice | None,
 ) -> dict:
     data, loop = run.data, run.loop
     recipe = {
-        "objective": data.objective,
+        "architecture": run.network.name,
+        "objective": run.objective.name,
         "sequence length": data.max_seq_length,
         "masking rate": data.mlm_probability,
         "whole-word masking": data.do_whole_word_mask,
@@ -107,7 +104,7 @@ def _pretraining_recipe(
         "peak learning rate": loop.learning_rate,
         "schedule": f"{loop.schedule}, warmup {loop.warmup_proportion:g} of the run",
         "weight decay": loop.weight_decay,
-        "dropout while pre-training": model_config.hidden_dropout_prob,
+        "dropout while pre-training": run.network.dropout_words(model_config),
         "precision": loop.precision if precision is None else str(precision),
         "seed": loop.seed,
         "processes": world_size,

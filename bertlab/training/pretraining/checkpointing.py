@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bertlab.core.atomic import atomic_directory, atomic_writer, remove_directory
-from bertlab.core.config import BertConfig, PretrainConfig, PretrainDataConfig
+from bertlab.core.config import PretrainConfig, PretrainDataConfig
 from bertlab.core.run_folder import CHECKPOINTS_DIR
 from bertlab.core.runtime import DistributedContext
 from bertlab.core.wording import Worded
@@ -118,9 +118,10 @@ def setup_key(
     data_config: PretrainDataConfig,
     config: PretrainConfig,
     context: DistributedContext,
-    model_config: BertConfig,
+    model_key: dict[str, Any],
 ) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues."""
+    """What a resumed run must share with the run it continues; `model_key` is what of the
+    model's config (its objective's `model_key`)."""
     return {
         "data_config": dataclasses.asdict(data_config),
         "seed": config.seed,
@@ -128,9 +129,7 @@ def setup_key(
         "gradient_accumulation_steps": config.gradient_accumulation_steps,
         "world_size": context.world_size,
         "budget": config.max_steps if config.max_steps is not None else config.max_time,
-        "vocab_size": model_config.vocab_size,
-        "hidden_size": model_config.hidden_size,
-        "num_hidden_layers": model_config.num_hidden_layers,
+        **model_key,
     }
 
 

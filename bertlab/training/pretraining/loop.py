@@ -65,13 +65,13 @@ from bertlab.data.stream import (
     training_batches,
     training_stream,
 )
-from bertlab.network.bert import IGNORE_INDEX, BertPreTrainedModel
-from bertlab.network.checkpoint import load_into, read_weights
+from bertlab.network.bert import IGNORE_INDEX
+from bertlab.network.checkpoint import read_weights
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.metrics_log import MetricsLog, plot_curves
 from bertlab.training.optim import DivergedError, build_optimizer
 from bertlab.training.pretraining import checkpointing
-from bertlab.training.pretraining.objectives import StepShare, objective_of
+from bertlab.training.pretraining.objectives import Objective, StepShare, objective_of
 from bertlab.training.pretraining.schedules import pretrain_schedule
 from bertlab.training.pretraining.stats import (
     CURVE_PANELS,
@@ -126,7 +126,7 @@ def passed_a_mark(before: float, now: float, every: float) -> bool:
 
 
 def pretrain(
-    model: BertPreTrainedModel,
+    model: nn.Module,
     tokenizer: Tokenizer,
     corpus: TokenizedCorpus,
     data_config: PretrainDataConfig,
@@ -135,6 +135,7 @@ def pretrain(
     context: DistributedContext = SINGLE_PROCESS,
     resume: bool = False,
     show_progress: bool = True,
+    objective: Objective | None = None,
 ) -> PretrainResult:
     """Pre-train `model` on `corpus`; write checkpoints, metrics and `OUT/final/` (rank 0).
 
@@ -149,12 +150,15 @@ def pretrain(
         context: this process's place in a torchrun job.
         resume: continue from the latest checkpoint in `out_dir`.
         show_progress: a progress bar (rank 0 only).
+        objective: what trains the model (an entry of `objectives.OBJECTIVES` or an LSTM-era
+            network's own); None: `data_config.objective`'s entry.
 
     Raises:
         ValueError: nothing to resume from, a checkpoint from a different setup, a batch that
             does not fit in memory.
     """
-    run = _Run(model, tokenizer, corpus, data_config, config, Path(out_dir), context)
+    objective = objective or objective_of(data_config)
+    run = _Run(model, tokenizer, corpus, data_config, config, Path(out_dir), context, objective)
     with (
         frozen_untrained_modules(run.model, run.objective.untrained_modules),
         denormals_flushed(run.device),
@@ -198,16 +202,17 @@ class _Run:
 
     def __init__(
         self,
-        model: BertPreTrainedModel,
+        model: nn.Module,
         tokenizer: Tokenizer,
         corpus: TokenizedCorpus,
         data_config: PretrainDataConfig,
         config: PretrainConfig,
         out_dir: Path,
         context: DistributedContext,
+        objective: Objective,
     ) -> None:
         self.tokenizer, self.data_config, self.config = tokenizer, data_config, config
-        self.objective = objective_of(data_config)
+        self.objective = objective
         self.out_dir, self.context = out_dir, context
         self.device = context.device()
         self.precision_choice = choose_precision(config.precision, self.device)
@@ -238,14 +243,15 @@ class _Run:
                 rank=0,
                 world_size=1,
             )
-        self.setup_key = checkpointing.setup_key(data_config, config, context, model.config)
+        model_key = self.objective.model_key(model.config)
+        self.setup_key = checkpointing.setup_key(data_config, config, context, model_key)
 
     # --- resume ---------------------------------------------------------------------------
 
     def resume(self) -> None:
         checkpoint_dir, state = checkpointing.resumable_checkpoint(self.out_dir, self.setup_key)
         weights = read_weights(checkpoint_dir)
-        load_into(self.model, weights, self.model.base_prefix, source=str(checkpoint_dir))
+        self.objective.load_weights(self.model, weights, str(checkpoint_dir))
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.progress = Progress.from_dict(state["progress"])
@@ -368,7 +374,7 @@ class _Run:
             )
             with sync, _out_of_memory_as_error(batch):
                 with autocast(self.device, self.precision):
-                    output = train_model(**inputs)
+                    output = self.objective.forward(train_model, inputs)
                 self.objective.loss(output, share).backward()
             stats += self.objective.batch_stats(output, batch, count)
         norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
@@ -468,6 +474,7 @@ class _Run:
             self.precision,
             objective.batch_stats,
             objective.detection_scores,
+            objective.forward,
         )
         if self.unigram is not None:  # measured once on these batches (`train`)
             values["mlm_unigram_accuracy"] = self.unigram

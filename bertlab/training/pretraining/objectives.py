@@ -24,12 +24,14 @@ LM); `ReplacedTokenDetection` adds ELECTRA's discriminator (`bertlab.network.ele
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.config import (
@@ -41,6 +43,7 @@ from bertlab.core.config import (
 )
 from bertlab.core.run_folder import FINAL_DIR
 from bertlab.network.bert import BertForPreTraining, BertPreTrainedModel, PreTrainingOutput
+from bertlab.network.checkpoint import load_into
 from bertlab.network.electra import ElectraForPreTraining, ElectraOutput
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretraining.stats import (
@@ -54,6 +57,8 @@ GENERATOR_DIR = "generator"  # ELECTRA: the generator, beside the final (discrim
 # ELECTRA: the discriminator with its replaced-token head, in transformers' ELECTRA layout
 DISCRIMINATOR_DIR = "discriminator"
 
+# exp(this) is the largest perplexity logged: a diverging loss stays a finite number.
+MAX_LOG_PERPLEXITY = 50.0
 # (folder of OUT, how the trained model writes it): what an objective saves at the end.
 Saves = tuple[tuple[str, Callable[[Any, Path], None]], ...]
 
@@ -184,7 +189,23 @@ class Objective:
         """The keyword arguments its model class takes besides the config."""
         return {}
 
+    def load_weights(self, model: nn.Module, weights: dict[str, torch.Tensor], source: str) -> None:
+        """Load a checkpoint's `weights` into its model (a resumed run)."""
+        load_into(model, weights, model.base_prefix, source=source)
+
+    def model_key(self, config: Any) -> dict[str, Any]:
+        """What of its model's config a resumed run must share (`checkpointing.setup_key`)."""
+        return {
+            "vocab_size": config.vocab_size,
+            "hidden_size": config.hidden_size,
+            "num_hidden_layers": config.num_hidden_layers,
+        }
+
     # --- loss and statistics ------------------------------------------------------------------
+
+    def forward(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+        """Its model's output on a batch of its data (`collate_pretraining`'s keys)."""
+        return model(**batch)
 
     def loss(self, output: PreTrainingOutput, share: StepShare) -> torch.Tensor:
         """A micro-batch's part of the step's loss: masked LM (or left-to-right LM) summed over
@@ -207,10 +228,12 @@ class Objective:
         return None
 
     def named(self, values: dict[str, float]) -> dict[str, float]:
-        """`values` under the names it logs them by (`stat_names`)."""
-        if not self.stat_names:
-            return values
-        return {self.stat_names.get(name, name): value for name, value in values.items()}
+        """`values` under the names it logs them by (`stat_names`); a left-to-right model's
+        perplexity per piece beside its loss, so that every such model compares on it."""
+        named = {self.stat_names.get(name, name): value for name, value in values.items()}
+        if "lm_loss" in named:
+            named["lm_perplexity"] = math.exp(min(named["lm_loss"], MAX_LOG_PERPLEXITY))
+        return named
 
     # --- what it saves and how it is described ------------------------------------------------
 
@@ -297,7 +320,10 @@ OBJECTIVES: dict[str, Objective] = {
     "mlm": Objective("mlm", _MASKED_LM, _MASKED_USES),
     # Next-token predictions are summed in the masked-LM slots and logged as a language model's.
     "clm": Objective(
-        "clm", tuple(CAUSAL_NAMES[name] for name in _MASKED_LM), _CAUSAL_USES, CAUSAL_NAMES
+        "clm",
+        (*(CAUSAL_NAMES[name] for name in _MASKED_LM), "lm_perplexity"),
+        _CAUSAL_USES,
+        CAUSAL_NAMES,
     ),
     "electra": ReplacedTokenDetection("electra", (*_MASKED_LM, *_DETECTION), _DISCRIMINATOR_USES),
 }

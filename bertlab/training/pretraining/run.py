@@ -33,7 +33,6 @@ from typing import Any
 import torch
 
 from bertlab.core.config import (
-    PRESETS,
     BertConfig,
     PretrainConfig,
     PretrainDataConfig,
@@ -48,8 +47,8 @@ from bertlab.training.pretraining.budget import (
     budget_recipe,
 )
 from bertlab.training.pretraining.budget_plan import BudgetPlan
-from bertlab.training.pretraining.objectives import OBJECTIVES, Objective, objective_of
-from bertlab.training.pretraining.options import DEFAULT_MODEL_SIZE
+from bertlab.training.pretraining.networks import ModelSource, Network, all_objectives, network_of
+from bertlab.training.pretraining.objectives import Objective
 
 # Fields that the budget recipe fills when they are not chosen, with the recipe's field names.
 _RECIPE_FIELDS = (
@@ -92,8 +91,11 @@ class PretrainRun:
         tokenizer: vocab.txt or a tokenizer directory; None: the `init_from` model's, or a
             vocabulary of `vocab_size` (the recipe's with a budget) trained on the corpus.
         vocab_size: pieces of the vocabulary trained on the corpus when there is no tokenizer.
-        model_size: a `BertConfig` preset (tiny ... large) for a new model.
-        model_config: the architecture of a new model, as a config.json path or a `BertConfig`.
+        architecture: the network: "bert" (None, the default), "nnlm", "elmo" or "awd-lstm"
+            (`networks.NETWORKS`); an LSTM-era network trains its paper's objective.
+        model_size: a preset of the network for a new model (BERT: tiny ... large; the LSTM-era
+            networks: their papers' sizes and "cpu", `core.lstm_config.LM_PRESETS`).
+        model_config: the architecture of a new model, as a config.json path or a config.
         init_from: a model folder or Hugging Face Hub id (`bert-base-uncased`) to continue
             pre-training (domain adaptation).
         position_init: a new model's position embeddings, "normal" or "sinusoidal".
@@ -115,6 +117,7 @@ class PretrainRun:
     max_time: float | None = None
     tokenizer: str | os.PathLike | None = None
     vocab_size: int | None = None
+    architecture: str | None = None
     model_size: str | None = None
     model_config: BertConfig | str | os.PathLike | None = None
     init_from: str | os.PathLike | None = None
@@ -155,6 +158,8 @@ class PretrainRun:
     # ElectraConfig (objective electra)
     generator_size: float | None = None
     rtd_weight: float | None = None
+    # ElmoSettings (architecture elmo)
+    use_char_cnn: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.corpus:
@@ -169,10 +174,11 @@ class PretrainRun:
         models = [self.model_size, self.model_config, self.init_from]
         if sum(value is not None for value in models) > 1:
             raise ValueError("give one of model_size, model_config and init_from, not several")
-        if self.model_size is not None and self.model_size not in PRESETS:
-            raise ValueError(
-                f"unknown model size {self.model_size!r}; choose one of {', '.join(PRESETS)}"
-            )
+        network = network_of(self.architecture)  # raises ValueError for an unknown name
+        if self.model_size is not None:
+            network.check_size(self.model_size)
+        if self.position_init is not None and not network.takes_positions:
+            raise ValueError(f"position_init applies to BERT's positions; {network.name} has none")
         if self.position_init is not None:
             if self.init_from is not None:
                 raise ValueError(
@@ -206,6 +212,7 @@ class ResolvedRun:
 
     Attributes:
         choices: the run as the user gave it.
+        network: the network's entry in `networks.NETWORKS`.
         plan: the budget's plan for this machine (`budget_plan`); None before
             it is planned, and without a budget.
         recipe: the budget recipe (the plan's once planned); None without a budget.
@@ -225,6 +232,7 @@ class ResolvedRun:
     """
 
     choices: PretrainRun
+    network: Network
     plan: BudgetPlan | None
     recipe: BudgetRecipe | None
     data: PretrainDataConfig
@@ -238,6 +246,14 @@ class ResolvedRun:
     position_init: str
     final_dropout: float | None
     description: str
+
+    @property
+    def source(self) -> ModelSource:
+        """Where the model comes from, and how a new one starts."""
+        choices = self.choices
+        return ModelSource(
+            choices.init_from, choices.model_config, self.shape, self.dropout, self.position_init
+        )
 
     def planned(self, plan: BudgetPlan) -> ResolvedRun:
         """This run with the recipe of `plan`: resolved again only where the plan's recipe is
@@ -269,11 +285,12 @@ def resolve(run: PretrainRun, plan: BudgetPlan | None = None) -> ResolvedRun:
             return getattr(recipe, name)
         return value
 
-    data = _data_config(run, recipe, chosen)
+    network = network_of(run.architecture)
+    data = _data_config(run, recipe, chosen, network)
     loop = _loop_config(run, chosen)
-    objective = objective_of(data)
+    objective = network.objective(data)
     own = objective.setting_names()
-    for other in OBJECTIVES.values():
+    for other in all_objectives():
         given = [name for name in other.setting_names() if getattr(run, name) is not None]
         if given and not set(given) <= set(own):
             raise ValueError(f"{' and '.join(given)} apply to objective {other.name} only")
@@ -288,7 +305,7 @@ def resolve(run: PretrainRun, plan: BudgetPlan | None = None) -> ResolvedRun:
             )
     shape = None
     if run.model_config is None and run.init_from is None:
-        shape = run.model_size or (recipe.model_size if recipe else DEFAULT_MODEL_SIZE)
+        shape = network.shape(run.model_size, recipe)
     dropout = run.dropout
     if dropout is None and recipe is not None and run.init_from is None:
         dropout = recipe.dropout
@@ -296,11 +313,13 @@ def resolve(run: PretrainRun, plan: BudgetPlan | None = None) -> ResolvedRun:
     if final_dropout is None and run.budget is not None and run.dropout is None:
         final_dropout = FINETUNE_DROPOUT
     position_init = run.position_init or (recipe.position_init if recipe else "normal")
+    model = network.model_words(shape, run.model_config)
     description = _describe(
-        run, data, loop, objective.describe(data, settings), shape, vocabulary_size, dropout
+        run, data, loop, objective.describe(data, settings), model, vocabulary_size, dropout
     )
     return ResolvedRun(
         run,
+        network,
         plan,
         recipe,
         data,
@@ -317,8 +336,11 @@ def resolve(run: PretrainRun, plan: BudgetPlan | None = None) -> ResolvedRun:
     )
 
 
-def _data_config(run: PretrainRun, recipe: BudgetRecipe | None, chosen) -> PretrainDataConfig:
+def _data_config(
+    run: PretrainRun, recipe: BudgetRecipe | None, chosen, network: Network
+) -> PretrainDataConfig:
     values = {name: chosen(name) for name in _DATA_FIELDS if hasattr(run, name)}
+    values["objective"] = network.data_objective(run.objective, values.get("objective"))
     values = {name: value for name, value in values.items() if value is not None}
     objective = values.get("objective", PretrainDataConfig.objective)
     if run.pack_sequences is None:  # the recipe packs, but NSP needs sentence pairs
@@ -347,18 +369,11 @@ def _describe(
     data: PretrainDataConfig,
     loop: PretrainConfig,
     objective: str,
-    shape: str | None,
+    model: str,
     vocabulary_size: int | None,
     dropout: float | None,
 ) -> str:
     """One line: what the run trains, e.g. "BERT-mini, 8,000-piece vocabulary ..."."""
-    if shape:
-        model = f"BERT-{shape}"
-    elif isinstance(run.model_config, BertConfig):
-        config = run.model_config
-        model = f"{config.num_hidden_layers} x {config.hidden_size} model"
-    else:
-        model = "model as given"
     vocabulary = (
         f"{vocabulary_size:,}-piece vocabulary trained on the corpus"
         if vocabulary_size

@@ -23,17 +23,17 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from bertlab.core import hub
 from bertlab.core.atomic import (
     WriteError,
     atomic_directory,
     remove_temporaries,
     run_lock,
 )
-from bertlab.core.config import BertConfig, PretrainConfig
+from bertlab.core.config import PretrainConfig
 from bertlab.core.model_card import write_model_card
 from bertlab.core.outputs import check_outputs
 from bertlab.core.run_folder import (
@@ -64,22 +64,16 @@ from bertlab.data.stream import training_stream
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretraining import checkpointing
-from bertlab.training.pretraining.budget import (
-    BudgetRecipe,
-    init_positions,
-    restore_finetune_dropout,
-)
+from bertlab.training.pretraining.budget import BudgetRecipe
 from bertlab.training.pretraining.budget_plan import (
     BudgetPlan,
     load_plan,
-    nearest_preset,
     plan_budget,
     read_plan,
     save_plan,
 )
 from bertlab.training.pretraining.card import pretraining_card
 from bertlab.training.pretraining.loop import PretrainResult, pretrain
-from bertlab.training.pretraining.memory import check_length, check_memory
 from bertlab.training.pretraining.run import PretrainRun, ResolvedRun
 from bertlab.training.pretraining.stats import near_chance_warning, plateau_warning, unigram_plateau
 
@@ -151,7 +145,7 @@ def run_pretraining(
     if out.exists() and not out.is_dir():
         raise ValueError(Worded("{out} {path} exists and is not a directory", path=out))
     open_corpus(run.corpus, run.resolved.reading)  # bad files named before anything is written
-    config = None if isinstance(run.model_config, BertConfig) else run.model_config
+    config = run.model_config if isinstance(run.model_config, str | os.PathLike) else None
     reads = {"corpus": run.corpus, "tokenizer": run.tokenizer, "init_from": run.init_from}
     # nothing it reads is written over, and nothing is kept in the cache, which is rebuilt whole
     check_outputs(reads | {"model_config": config}, {"out": out}, {"corpus_cache": _cache(run)})
@@ -219,15 +213,14 @@ def _run(
         for line in run.plan.lines():
             output.say(f"  {line}")
     data_config, loop_config = run.data, run.loop
-    check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
+    network = run.network
+    network.check_memory(model_config, loop_config.micro_batch_size, data_config.max_seq_length)
     set_seed(loop_config.seed)
-    model = run.objective.build_model(model_config, run.settings, choices.init_from)
-    if choices.init_from is None:
-        init_positions(model.bert.embeddings, run.position_init, model_config.initializer_range)
+    model = network.build(run.objective, model_config, run.settings, run.source, tokenizer)
     num_parameters = sum(p.numel() for p in model.parameters())
     output.say(
-        f"model: {num_parameters / 1e6:.1f}M parameters, {model_config.num_hidden_layers} layers, "
-        f"hidden {model_config.hidden_size}; global batch "
+        f"model: {num_parameters / 1e6:.1f}M parameters, {network.model_line(model_config)}; "
+        "global batch "
         f"{loop_config.batch_size * context.world_size} x {data_config.max_seq_length} tokens; "
         f"{context.world_size} process(es); "
         f"{choose_precision(loop_config.precision, context.device())}"
@@ -242,12 +235,15 @@ def _run(
         context,
         choices.resume,
         show_progress,
+        run.objective,
     )
     _report_result(result, loop_config, output)
     dropout = run.final_dropout
     if dropout is not None and context.is_main and result.final_dir is not None:
-        restore_finetune_dropout(result.final_dir, dropout)
-        output.say(f"{result.final_dir}/config.json has dropout {dropout:g} for fine-tuning")
+        preset = run.shape if choices.finetune_dropout is None else None
+        written = network.restore_dropout(result.final_dir, dropout, preset)
+        if written is not None:
+            output.say(f"{result.final_dir}/config.json has {written} for fine-tuning")
     if context.is_main and result.final_dir is not None:
         card = pretraining_card(
             run, corpus.meta, report, model_config, num_parameters, result, context.world_size
@@ -284,7 +280,7 @@ def _report_result(result: PretrainResult, loop_config: PretrainConfig, output: 
 
 def _plan(
     run: ResolvedRun,
-    model_config: BertConfig,
+    model_config: Any,
     out: Path,
     corpus: TokenizedCorpus,
     tokenizer: Tokenizer,
@@ -301,7 +297,8 @@ def _plan(
     spec = training_stream(corpus, special, tokenizer.vocab_size, run.data, run.loop)
     size = _planned_size(run, model_config)
     budget, precision = run.choices.budget, run.loop.precision
-    plan = plan_budget(budget, context.device(), size, spec, precision, context)
+    device = context.device() if run.network.measures_plan else torch.device("cpu")
+    plan = plan_budget(budget, device, size, spec, precision, context)
     plan = BudgetPlan.from_json(from_main(plan.to_json(), context))
     if context.is_main:
         save_plan(out, plan)
@@ -309,7 +306,7 @@ def _plan(
 
 
 def _saved_plan(
-    run: ResolvedRun, model_config: BertConfig, out: Path, context: DistributedContext
+    run: ResolvedRun, model_config: Any, out: Path, context: DistributedContext
 ) -> BudgetPlan | None:
     """OUT/budget_plan.json's plan for this run on this machine, if there is one."""
     device = context.device()
@@ -318,17 +315,14 @@ def _saved_plan(
     return load_plan(out, run.choices.budget, size, device_name, context.world_size)
 
 
-def _planned_size(run: ResolvedRun, model_config: BertConfig) -> str | None:
-    """The size a budget plans: a model given as a folder or config is its nearest preset."""
-    size = run.choices.model_size
-    if size is None and (run.choices.init_from is not None or run.choices.model_config is not None):
-        size = nearest_preset(model_config)
-    return size
+def _planned_size(run: ResolvedRun, model_config: Any) -> str | None:
+    """The size a budget plans (`Network.planned_size`)."""
+    return run.network.planned_size(run.choices.model_size, run.source, model_config)
 
 
 def _with_plan(
-    run: ResolvedRun, model_config: BertConfig, plan: BudgetPlan, tokenizer: Tokenizer
-) -> tuple[ResolvedRun, BertConfig]:
+    run: ResolvedRun, model_config: Any, plan: BudgetPlan, tokenizer: Tokenizer
+) -> tuple[ResolvedRun, Any]:
     """The run with `plan`, and its model's config: built again only where the plan brings
     another recipe (on an accelerator)."""
     planned = run.planned(plan)
@@ -339,7 +333,7 @@ def _with_plan(
 
 def _check_resumable(
     run: ResolvedRun,
-    model_config: BertConfig,
+    model_config: Any,
     out: Path,
     tokenizer: Tokenizer,
     context: DistributedContext,
@@ -353,9 +347,9 @@ def _check_resumable(
             _check_same_budget(run, model_config, out)
             return
         run, model_config = _with_plan(run, model_config, plan, tokenizer)
-    checkpointing.check_resumable(
-        out, checkpointing.setup_key(run.data, run.loop, context, model_config)
-    )
+    model_key = run.objective.model_key(model_config)
+    setup = checkpointing.setup_key(run.data, run.loop, context, model_key)
+    checkpointing.check_resumable(out, setup)
 
 
 def _check_shared_out(out: Path, context: DistributedContext) -> None:
@@ -380,7 +374,7 @@ def _check_shared_out(out: Path, context: DistributedContext) -> None:
         )
 
 
-def _check_same_budget(run: ResolvedRun, model_config: BertConfig, out: Path) -> None:
+def _check_same_budget(run: ResolvedRun, model_config: Any, out: Path) -> None:
     """Refuse a resume with another budget or model size than OUT's plan, before the corpus is
     read and the plan made again (and saved over OUT's)."""
     saved = read_plan(out)
@@ -469,49 +463,16 @@ def _tokenizer(
     return Tokenizer.from_pretrained(directory)
 
 
-def _model_config(run: ResolvedRun, tokenizer: Tokenizer) -> BertConfig:
-    """The architecture: the `init_from` model's, `model_config`, or the preset's for the
-    tokenizer's vocabulary; causal for `clm`; with the pre-training dropout."""
-    config = _architecture(run, tokenizer)
-    if config.vocab_size != tokenizer.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocabulary has "
-            f"{config.vocab_size}; use the model's own tokenizer (or a config with "
-            f"vocab_size {tokenizer.vocab_size})"
-        )
-    check_length(config, run.data)
-    config = run.objective.model_config(config)
-    if run.dropout is not None:
-        config = config.replace(
-            hidden_dropout_prob=run.dropout, attention_probs_dropout_prob=run.dropout
-        )
-    return config
-
-
-def _architecture(run: ResolvedRun, tokenizer: Tokenizer | None = None) -> BertConfig:
-    """The model as given: the `init_from` model's config, `model_config`, or the preset at the
-    tokenizer's vocabulary size (None: before the tokenizer is known, the size to train, else
-    the preset's default)."""
-    choices = run.choices
-    if choices.init_from is not None:
-        return BertConfig.from_json_file(hub.resolve(choices.init_from) / "config.json")
-    if isinstance(choices.model_config, BertConfig):
-        return choices.model_config
-    if choices.model_config is not None:
-        return BertConfig.from_json_file(choices.model_config)
-    if tokenizer is None:
-        size = run.vocabulary_size
-        return BertConfig.from_preset(run.shape, **({"vocab_size": size} if size else {}))
-    return BertConfig.from_preset(
-        run.shape, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id
-    )
+def _model_config(run: ResolvedRun, tokenizer: Tokenizer) -> Any:
+    """The network's architecture for the run (`Network.config`): the `init_from` model's,
+    `model_config`, or the preset's at the tokenizer's vocabulary, with the pre-training
+    dropout."""
+    return run.network.config(run.source, tokenizer, run.data, run.objective, run.settings)
 
 
 def _check_fits(run: ResolvedRun) -> None:
-    """Refuse, before the tokenizer and the corpus, sequences longer than the model's positions
-    and a batch beyond this machine's memory (a budget's batch is planned on the corpus, later;
-    the preset's vocabulary of 30,522 stands for a given tokenizer's here)."""
-    config = _architecture(run)
-    check_length(config, run.data)
-    if run.choices.budget is None:
-        check_memory(config, run.loop.micro_batch_size, run.data.max_seq_length)
+    """Refuse, before the tokenizer and the corpus, what cannot fit (`Network.check_fits`):
+    sequences longer than the model's positions and a batch beyond this machine's memory (a
+    budget's batch is planned on the corpus, later)."""
+    batch = None if run.choices.budget is not None else run.loop.micro_batch_size
+    run.network.check_fits(run.source, run.vocabulary_size, run.data, batch)

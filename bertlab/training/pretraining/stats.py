@@ -27,6 +27,8 @@ from bertlab.network.bert import IGNORE_INDEX
 # truths) of its replaced-token detection, or None.
 BatchStats = Callable[[Any, dict[str, torch.Tensor], int], torch.Tensor]
 DetectionScores = Callable[[Any], tuple[torch.Tensor, torch.Tensor] | None]
+# How an objective runs its model on a batch (`objectives.Objective.forward`).
+Forward = Callable[[nn.Module, dict[str, torch.Tensor]], Any]
 
 # A left-to-right (`clm`) run predicts the next token at every position, not masked tokens: its
 # statistics, summed in the masked-LM slots, are logged under a language model's names.
@@ -37,6 +39,7 @@ CAUSAL_NAMES = {
 }
 # Statistics summed over micro-batches and processes, in this order. rtd_*: ELECTRA's replaced-
 # token detection (`bertlab.network.electra`); rtd_weighted_loss_sum counts it as the loss does.
+# blm_*: ELMo's backward language model (`bertlab.network.elmo`), each position's previous piece.
 STATS = (
     "mlm_loss_sum",
     "mlm_correct",
@@ -48,6 +51,9 @@ STATS = (
     "rtd_correct",
     "rtd_count",
     "rtd_weighted_loss_sum",
+    "blm_loss_sum",
+    "blm_correct",
+    "blm_count",
 )
 STAT_TOKENS = len(STATS)  # index of the non-padding token count, after STATS
 # Below this held-out AUC the discriminator has hardly learned to tell replaced tokens from
@@ -73,6 +79,8 @@ CURVE_PANELS = (
     ("mlm_accuracy", "accuracy", "masked-LM accuracy"),
     ("lm_loss", "loss (nats)", "left-to-right LM loss"),
     ("lm_accuracy", "accuracy", "next-token accuracy"),
+    ("lm_perplexity", "perplexity per piece", "left-to-right perplexity"),
+    ("backward_lm_loss", "loss (nats)", "backward LM loss (ELMo)"),
     ("nsp_accuracy", "accuracy", "next-sentence accuracy"),
     ("rtd_loss", "loss (nats)", "replaced-token detection loss"),
     ("rtd_accuracy", "accuracy", "replaced-token detection accuracy"),
@@ -90,17 +98,18 @@ def evaluate(
     precision: str,
     measure: BatchStats,
     detect: DetectionScores,
+    forward: Forward,
 ) -> dict[str, float]:
-    """Held-out loss and accuracies of `model` over `batches`, summed over every batch's
-    predictions as `measure` sums them (an objective's `batch_stats`), with the AUC of what
-    `detect` scores (its `detection_scores`), if anything. The caller puts the model in eval
-    mode."""
+    """Held-out loss and accuracies of `model` over `batches`, run as `forward` runs it (an
+    objective's `forward`) and summed over every batch's predictions as `measure` sums them
+    (its `batch_stats`), with the AUC of what `detect` scores (its `detection_scores`), if
+    anything. The caller puts the model in eval mode."""
     stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=device)
     scores, truths = [], []
     for batch in batches:
         batch = {key: value.to(device) for key, value in batch.items()}
         with autocast(device, precision):
-            output = model(**batch)
+            output = forward(model, batch)
         count = int((batch["labels"] != IGNORE_INDEX).sum())
         stats += measure(output, batch, count)
         detected = detect(output)
@@ -191,19 +200,43 @@ def batch_stats(output: Any, batch: dict[str, torch.Tensor], count: int) -> torc
     `count` is the batch's masked-LM targets (labels other than IGNORE_INDEX). The sums are a
     float64 tensor on the batch's device, computed there: nothing is read on the host, so on a
     GPU a training step does not wait for the device (the loop reads the sums at its logs)."""
-    labels = batch["labels"]
-    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=labels.device)
+    stats = language_model_stats(output.mlm_loss, output.mlm_logits, batch, count)
     with torch.no_grad():
-        if count:
-            predicted = output.mlm_logits.argmax(dim=-1)  # (B, P) or (B, L)
-            stats[0] = output.mlm_loss.double() * count
-            stats[1] = ((predicted == labels) & (labels != IGNORE_INDEX)).sum()
-            stats[2] = count
         if output.nsp_loss is not None:
             nsp_labels = batch["next_sentence_label"]  # (B,)
             stats[3] = output.nsp_loss.double() * len(nsp_labels)
             stats[4] = (output.nsp_logits.argmax(dim=-1) == nsp_labels).sum()
             stats[5] = len(nsp_labels)
+    return stats
+
+
+def language_model_stats(
+    loss: torch.Tensor,
+    logits: torch.Tensor,
+    batch: dict[str, torch.Tensor],
+    count: int,
+    first: int = 0,
+    labels: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A language model's sums (loss x targets, correct predictions, targets) in the three
+    slots of STATS from `first` (the masked-LM slots by default, blm_* for ELMo's backward LM),
+    then the batch's non-padding tokens; 0 elsewhere.
+
+    Args:
+        loss: the mean loss per target (a scalar).
+        logits: (B, P, V) or (B, L, V), the scores of each target's position.
+        batch: its `labels` (the targets, IGNORE_INDEX where none) and `attention_mask`.
+        count: the number of targets.
+        labels: other targets than `batch["labels"]` (ELMo's previous pieces).
+    """
+    labels = batch["labels"] if labels is None else labels
+    stats = torch.zeros(len(STATS) + 1, dtype=torch.float64, device=labels.device)
+    with torch.no_grad():
+        if count:
+            predicted = logits.argmax(dim=-1)  # (B, P) or (B, L)
+            stats[first] = loss.double() * count
+            stats[first + 1] = ((predicted == labels) & (labels != IGNORE_INDEX)).sum()
+            stats[first + 2] = count
         stats[STAT_TOKENS] = batch["attention_mask"].sum()
     return stats
 
@@ -246,6 +279,9 @@ def summarize(stats: torch.Tensor) -> dict[str, float]:
         rtd_correct,
         rtd_count,
         rtd_weighted_loss_sum,
+        blm_loss_sum,
+        blm_correct,
+        blm_count,
     ) = stats[:STAT_TOKENS].tolist()
     loss = 0.0
     if mlm_count:
@@ -260,6 +296,10 @@ def summarize(stats: torch.Tensor) -> dict[str, float]:
         values["rtd_loss"] = rtd_loss_sum / rtd_count
         values["rtd_accuracy"] = rtd_correct / rtd_count
         loss += rtd_weighted_loss_sum / rtd_count
+    if blm_count:
+        values["blm_loss"] = blm_loss_sum / blm_count
+        values["blm_accuracy"] = blm_correct / blm_count
+        loss += values["blm_loss"]
     values["loss"] = loss
     return values
 
