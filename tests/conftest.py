@@ -668,7 +668,9 @@ def write_lstm_model(
         mask = torch.tensor(encoding["attention_mask"])
         labels = next_piece_labels(ids, mask)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        model.train()
+        # Without dropout, as the budget recipe pre-trains them (the config keeps its dropouts
+        # for fine-tuning, as `restore_dropout` writes them back into OUT/final).
+        model.eval()
         for _ in range(steps):
             optimizer.zero_grad()
             model(ids, mask, labels).loss.backward()

@@ -7,6 +7,7 @@ word2vec's vectors feed. On real tiny folders of each architecture (`lstm_models
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -172,6 +173,46 @@ def test_ulmfit_unfreezes_the_classifier_then_one_lstm_per_epoch(
             assert changed(head, before, prefix) == (epoch >= start), (epoch, prefix)
         assert not changed(head, before, "awd_lstm.encoder.")
     trainer.close()
+
+
+def test_ulmfit_by_default_runs_slanted_triangular_rates_in_every_group(
+    lstm_models, lstm_tokenizer, tmp_path
+) -> None:
+    """Its defaults through the loop: at each step every group's rate is its own peak (the
+    discriminative rates above) times ULMFiT eq. 3 of the step, one schedule over the run."""
+    torch.manual_seed(0)
+    folder = lstm_models["awd-lstm"]
+    head = sst2_head(folder)
+    config = FinetuneConfig(**folder_finetune_defaults(folder).settings | {"batch_size": 1})
+    texts = ["a good film", "dull", "superb", "an awful plot", "the great movie"]
+    features = make_task("sst2").encode(
+        [Example(text, None, str(k % 2)) for k, text in enumerate(texts)],
+        lstm_tokenizer,
+        {"0": 0, "1": 1},
+        with_labels=True,
+    )
+    trainer = FinetuneLoop(head, features, config, MetricsLog(tmp_path / "m.jsonl"), False)
+    seen: list[list[tuple[float, float]]] = []
+    trainer.optimizer.register_step_pre_hook(
+        lambda optimizer, *_: seen.append(
+            [(g["lr"], g["initial_lr"]) for g in optimizer.param_groups]
+        )
+    )
+    for epoch in range(1, config.num_train_epochs + 1):
+        trainer.run_epoch(epoch)
+    trainer.close()
+    total = len(texts) * config.num_train_epochs  # batch 1: 5 steps an epoch, 6 epochs
+    assert len(seen) == total
+    cut = math.floor(total * config.cut_frac)  # T = 30, cut_frac 0.1: the peak at step 3
+    for t, groups in enumerate(seen):
+        p = t / cut if t < cut else 1 - (t - cut) / (cut * (1 / config.cut_frac - 1))
+        factor = (1 + p * (config.stlr_ratio - 1)) / config.stlr_ratio  # eq. 3 / the peak
+        for rate, peak in groups:
+            assert rate == pytest.approx(peak * factor), t
+    peaks = sorted({peak for _, peak in seen[0]})
+    assert peaks[-1] == config.learning_rate and peaks[0] == pytest.approx(peaks[-1] / 2.6**4)
+    top = [max(rate for rate, _ in groups) for groups in seen]
+    assert top[0] == pytest.approx(config.learning_rate / 32) and top.index(max(top)) == cut
 
 
 def test_ulmfit_concat_pooling_ignores_the_padding(lstm_models, lstm_tokenizer) -> None:
