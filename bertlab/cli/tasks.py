@@ -445,9 +445,12 @@ def _load(args: argparse.Namespace):
         raise CommandError(f"--model {directory}: {error}") from None
     if architecture.head_family(values) != task.spec.family:
         held = ", ".join(values.get("architectures") or []) or "model without a head"
+        families = architecture.head_families
+        wanted = [name for name, family in families.items() if family == task.spec.family]
+        named = f" ({', '.join(wanted)})" if wanted else ""
         raise CommandError(
             f"--model {directory} is a {held}, but task {task.name} needs a "
-            f"{task.spec.family} head; fine-tune one with `bertlab finetune`"
+            f"{task.spec.family} head{named}; fine-tune one with `bertlab finetune`"
         )
     model = task.load_head(directory, None)
     task.check_fits(model.config)
