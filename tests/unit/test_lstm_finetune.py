@@ -329,3 +329,28 @@ def test_nnlm_fine_tunes_at_its_vectors_width(lstm_models) -> None:
     assert defaults.settings == {"learning_rate": 1e-3, "num_train_epochs": 4}  # BERT-Tiny's row
     assert "NNLM's frozen vectors" in defaults.why
     assert folder_architecture(lstm_models["nnlm"]).head_families == {}  # its head is a BERT's
+
+
+# --- the API: bertlab.load(folder).fit ---------------------------------------------------------
+
+
+def test_fit_builds_elmos_head_trains_it_its_way_and_saves_it(lstm_models, tmp_path) -> None:
+    import bertlab
+
+    torch.manual_seed(0)
+    folder = lstm_models["elmo"]
+    model = bertlab.load(folder)
+    config = model.finetune_config()
+    assert (config.learning_rate, config.num_train_epochs) == (1e-3, 4)  # ELMo's defaults
+    bilm = snapshot(ElmoForSequenceClassification.from_language_model(folder, num_labels=2).elmo)
+    texts = ["a good film", "a bad film", "the great movie", "an awful plot"]
+    result = model.fit(texts, ["pos", "neg", "pos", "neg"], out=tmp_path / "run")
+    assert result.epochs_run == 4
+    assert isinstance(model.model, ElmoForSequenceClassification)
+    assert model.model.feature_config == ELMO_FEATURES
+    for name, param in model.model.elmo.named_parameters():  # frozen all through the run
+        assert torch.equal(param, bilm[name]), name
+    predictions = model.predict(["a good film", "an awful plot"])
+    assert len(predictions) == 2 and set(predictions) <= {"pos", "neg"}
+    again = bertlab.load(model.save(tmp_path / "saved"))
+    assert again.predict(["a good film", "an awful plot"]) == predictions
