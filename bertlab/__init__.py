@@ -30,6 +30,7 @@ _PUBLIC = {
     "run_pretraining": "bertlab.training.pretraining.runner",
     "load": "bertlab.use.pretrained",
     "PretrainedBert": "bertlab.use.pretrained",
+    "PretrainedLanguageModel": "bertlab.use.lstm_models",
     # named by the signatures above: arguments, results and their fields
     "FinetuneConfig": "bertlab.core.finetune_config",
     "FinetuneResult": "bertlab.training.finetuning.loop",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from bertlab.training.pretraining.loop import PretrainResult, Progress
     from bertlab.training.pretraining.run import PretrainRun
     from bertlab.training.pretraining.runner import run_pretraining
+    from bertlab.use.lstm_models import PretrainedLanguageModel
     from bertlab.use.pretrained import PretrainedBert, load
 
 __all__ = [
@@ -81,6 +83,7 @@ __all__ = [
     "run_pretraining",
     "load",
     "PretrainedBert",
+    "PretrainedLanguageModel",
     "FinetuneConfig",
     "FinetuneResult",
     "DistributedContext",

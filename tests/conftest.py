@@ -581,3 +581,150 @@ def shipped_models(tmp_path, monkeypatch, hub_model_folder) -> Path:
         shutil.copytree(hub_model_folder, shipped / name)
     monkeypatch.setattr(hub, "SHIPPED_DIR", shipped)
     return shipped
+
+
+# --- LSTM-era model folders, as `bertlab pretrain --architecture A` writes OUT/final ------------
+
+# A learnable toy sentiment task in SST-2's layout: a review's label is the sentiment of its one
+# opinion word, around it neutral words in random order.
+TOY_POSITIVE = ("good", "great", "fine", "lovely", "superb", "brilliant")
+TOY_NEGATIVE = ("bad", "awful", "poor", "dull", "boring", "terrible")
+TOY_NEUTRAL = tuple(
+    "the film was very really quite a movie story plot acting and it this one show cast "
+    "music with ending scene".split()
+)
+# What the LSTM-era test models read in pre-training besides the reviews: fixed sentences, so
+# that a trained model prefers them to their shuffled words.
+LSTM_SENTENCES = (
+    "the cat sat on the mat .",
+    "the dog sat on the rug .",
+    "a man walked to the city .",
+    "a woman walked to the river .",
+)
+
+
+def toy_reviews(num: int, seed: int) -> list[tuple[str, str]]:
+    """(sentence, label) pairs: one opinion word (label "1" for a positive one) among 3 to 8
+    neutral words."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(num):
+        label = rng.randrange(2)
+        words = [rng.choice(TOY_NEUTRAL) for _ in range(rng.randrange(3, 9))]
+        opinion = rng.choice((TOY_NEGATIVE, TOY_POSITIVE)[label])
+        words.insert(rng.randrange(len(words) + 1), opinion)
+        rows.append((" ".join(words), str(label)))
+    return rows
+
+
+def write_toy_sst2(path: Path, num: int, seed: int) -> Path:
+    """`toy_reviews` as an SST-2 file (sentence<TAB>label, with its header)."""
+    lines = ["sentence\tlabel", *(f"{text}\t{label}" for text, label in toy_reviews(num, seed))]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def lstm_vocabulary() -> list[str]:
+    """The test models' pieces: the special tokens, every word of the toy reviews, of
+    `LSTM_SENTENCES` and of the task fixtures (lower-cased), and their characters."""
+    import re
+
+    from bertlab.tokenizer.wordpiece import SPECIAL_TOKENS
+
+    text = " ".join(path.read_text(encoding="utf-8") for path in (TEST_DATA / "tasks").iterdir())
+    text += " " + " ".join((*TOY_POSITIVE, *TOY_NEGATIVE, *TOY_NEUTRAL, *LSTM_SENTENCES))
+    words = set(re.findall(r"\w+|[^\w\s]", text.lower())) | set(text.lower()) - set(" \t\r\n")
+    return [*SPECIAL_TOKENS, *sorted(words)]
+
+
+def write_lstm_model(
+    folder: Path,
+    architecture: str,
+    tokenizer: Tokenizer,
+    sentences: tuple[str, ...] = (),
+    steps: int = 0,
+    seed: int = 0,
+    use_char_cnn: bool = False,
+) -> Path:
+    """An LSTM-era language model folder as `bertlab pretrain --architecture` writes OUT/final
+    (`model.save_pretrained`, the tokenizer and a model card): the architecture's tiny preset at
+    the tokenizer's vocabulary, after `steps` AdamW steps of language modelling on `sentences`
+    (each `[CLS] sentence [SEP]`, every piece predicting the next; ELMo's backward LM the one
+    before)."""
+    from bertlab.network.lm_architectures import lm_architecture
+    from bertlab.network.lm_base import next_piece_labels
+
+    config_class, model_class = lm_architecture(architecture)
+    config = config_class.tiny(vocab_size=tokenizer.vocab_size)
+    torch.manual_seed(seed)
+    if use_char_cnn:  # ELMo's character CNN over the pieces' characters
+        pieces = tokenizer.convert_ids_to_tokens(list(range(tokenizer.vocab_size)))
+        model = model_class(config.with_characters(pieces), pieces)
+    else:
+        model = model_class(config)
+    if steps:
+        encoding = tokenizer(list(sentences), padding=True)
+        ids = torch.tensor(encoding["input_ids"])
+        mask = torch.tensor(encoding["attention_mask"])
+        labels = next_piece_labels(ids, mask)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        # Without dropout, as the budget recipe pre-trains them (the config keeps its dropouts
+        # for fine-tuning, as `restore_dropout` writes them back into OUT/final).
+        model.eval()
+        for _ in range(steps):
+            optimizer.zero_grad()
+            model(ids, mask, labels).loss.backward()
+            optimizer.step()
+    model.eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "README.md").write_text(
+        f"# A tiny {architecture} language model for bertlab's tests\n\n"
+        f"{steps} steps of language modelling on {len(sentences)} sentences.\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def lstm_tokenizer() -> Tokenizer:
+    """The LSTM-era test models' WordPiece tokenizer (`lstm_vocabulary`)."""
+    pieces = lstm_vocabulary()
+    return Tokenizer({piece: index for index, piece in enumerate(pieces)})
+
+
+LSTM_PRETRAINING_STEPS = 150
+
+
+@pytest.fixture(scope="session")
+def lstm_models(tmp_path_factory, lstm_tokenizer) -> dict[str, Path]:
+    """A pre-trained folder of each LSTM-era architecture (nnlm, elmo, awd-lstm) that has learned
+    `LSTM_SENTENCES` and toy reviews (`LSTM_PRETRAINING_STEPS` steps of language modelling)."""
+    from bertlab.core.lstm_config import LM_ARCHITECTURE_NAMES
+
+    sentences = (*LSTM_SENTENCES, *(text for text, _ in toy_reviews(60, seed=7)))
+    root = tmp_path_factory.mktemp("lstm_models")
+    return {
+        name: write_lstm_model(root / name, name, lstm_tokenizer, sentences, LSTM_PRETRAINING_STEPS)
+        for name in LM_ARCHITECTURE_NAMES
+    }
+
+
+@pytest.fixture(scope="session")
+def lstm_sentences() -> tuple[str, ...]:
+    """The sentences every `lstm_models` folder learned."""
+    return LSTM_SENTENCES
+
+
+@pytest.fixture(scope="session")
+def lstm_model_writer() -> Callable[..., Path]:
+    """`write_lstm_model`, for a test that needs a folder of its own."""
+    return write_lstm_model
+
+
+@pytest.fixture(scope="session")
+def toy_sst2(tmp_path_factory) -> tuple[Path, Path]:
+    """(train.tsv, dev.tsv) of the learnable toy sentiment task (`toy_reviews`), SST-2's layout:
+    160 training and 60 dev reviews."""
+    directory = tmp_path_factory.mktemp("toy_sst2")
+    train = write_toy_sst2(directory / "train.tsv", 160, seed=1)
+    return train, write_toy_sst2(directory / "dev.tsv", 60, seed=2)

@@ -7,13 +7,30 @@ import argparse
 from bertlab.cli.common import CommandError
 
 
+def layer_name(value: str) -> int | str:
+    """A `--layers`/`--layer` value: a hidden state's number, or the scalar mix's name."""
+    from bertlab.network.feature_head_config import SCALAR_MIX_LAYER
+
+    if value == SCALAR_MIX_LAYER:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a layer is a number (0 the embeddings, -1 the last) or {SCALAR_MIX_LAYER!r}, "
+            f"not {value!r}"
+        ) from None
+
+
 def add_embed_command(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.network.feature_head_config import SCALAR_MIX_LAYER
     from bertlab.use.feature_options import FORMATS, PAIR_SEPARATOR, POOLINGS
 
     embed = subparsers.add_parser(
         "embed",
         help="write the hidden states of chosen layers for each text (feature extraction)",
-        description="Run a model over texts (one per line of --input, or --text; a pair as "
+        description="Run a model (a BERT, NNLM, ELMo's biLM, an AWD-LSTM) over texts (one per "
+        "line of --input, or --text; a pair as "
         f"'A{PAIR_SEPARATOR}B', as Google's extract_features.py) and write the hidden states "
         "of --layers, one row per piece, per word or per text, to OUT/features.npy (or "
         ".safetensors: a float32 array of shape (rows, layers, hidden)), OUT/index.jsonl (per "
@@ -26,10 +43,12 @@ def add_embed_command(subparsers: argparse._SubParsersAction) -> None:
     add(
         "--layers",
         nargs="+",
-        type=int,
-        default=[-1],
-        help="hidden states to keep: 0 the embeddings, k layer k, -1 the last (default: -1; "
-        "Google's extract_features.py: -1 -2 -3 -4)",
+        type=layer_name,
+        default=None,
+        help="hidden states to keep: 0 the embeddings, k layer k, -1 the last; for ELMo's "
+        f"biLM also {SCALAR_MIX_LAYER}, its scalar mix (a fine-tuned ELMo's learned one, else the "
+        "layers' average); layers of one run share a width (default: -1, the last; NNLM: 0, "
+        f"its vectors; ELMo: {SCALAR_MIX_LAYER}. Google's extract_features.py: -1 -2 -3 -4)",
     )
     add(
         "--pooling",
@@ -54,6 +73,7 @@ def run_embed(args: argparse.Namespace) -> int:
     from bertlab.core.hub import resolve
     from bertlab.core.outputs import check_outputs
     from bertlab.corpus.text_files import read_lines
+    from bertlab.network.architectures import folder_architecture
     from bertlab.use.feature_options import PAIR_SEPARATOR
     from bertlab.use.features import extract_features, save_features
     from bertlab.use.inspection import load_encoder
@@ -63,7 +83,6 @@ def run_embed(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise CommandError(f"--batch-size must be positive, got {args.batch_size}")
     check_outputs({"--model": args.model, "--input": args.input}, {"--out": args.out})
-    layers = args.layers
     if args.input is not None:
         path = Path(args.input)
         if not path.is_file():
@@ -77,7 +96,9 @@ def run_embed(args: argparse.Namespace) -> int:
     ]
     if not texts:
         raise CommandError("no text to embed")
-    model, tokenizer = load_encoder(resolve(args.model))
+    directory = resolve(args.model)
+    model, tokenizer = load_encoder(directory)
+    layers = args.layers or folder_architecture(directory).embed_layers
     features = extract_features(
         model, tokenizer, texts, layers, args.pooling, args.batch_size, args.max_seq_length
     )

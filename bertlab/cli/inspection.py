@@ -114,7 +114,7 @@ def run_attention(args: argparse.Namespace) -> int:
     from bertlab.use.inspection import (
         all_attention_maps,
         attention_maps,
-        load_encoder,
+        load_for_attention,
         plot_attention,
         plot_attention_layers,
         plot_attention_lines,
@@ -129,7 +129,7 @@ def run_attention(args: argparse.Namespace) -> int:
         raise CommandError("--view lines draws one layer: give --layer N, not all")
     if args.token is not None and args.view != "lines":
         raise CommandError("--token picks a token's lines: it needs --view lines")
-    model, tokenizer = load_encoder(resolve(args.model))
+    model, tokenizer = load_for_attention(resolve(args.model))
     texts = [args.text] if args.pair is None else [args.text, args.pair]
     if every_layer:
         pieces, attentions = all_attention_maps(model, tokenizer, args.text, args.pair)

@@ -12,13 +12,19 @@ def add_language_model_commands(subparsers: argparse._SubParsersAction) -> None:
 
     generate = subparsers.add_parser(
         "generate",
-        help="continue a text with a left-to-right model (pre-trained with --objective clm)",
-        description="Sample the next pieces one at a time from a causal model's distribution "
-        "(divided by --temperature, among the --top-k most probable) until the end of the "
-        "sentence or --max-new-tokens. The same --seed gives the same text.",
+        help="continue a text with a left-to-right model (a BERT pre-trained with --objective "
+        "clm, NNLM, AWD-LSTM, ELMo's forward LM)",
+        description="Sample the next pieces one at a time from a left-to-right model's "
+        "distribution (divided by --temperature, among the --top-k most probable) until the end "
+        "of the sentence or --max-new-tokens. The same --seed gives the same text.",
     )
     add = generate.add_argument
-    add("--model", required=True, help="a causal model folder (OUT/final of `--objective clm`)")
+    add(
+        "--model",
+        required=True,
+        help="a left-to-right model folder: OUT/final of `bertlab pretrain --objective clm` or "
+        "of `--architecture nnlm|elmo|awd-lstm` (ELMo: its forward LM)",
+    )
     add("prompt", nargs="?", default="", help="the beginning of the text (default: none)")
     add("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="(default: %(default)s)")
     add("--temperature", type=float, default=1.0, help="(default: %(default)s)")
@@ -31,11 +37,17 @@ def add_language_model_commands(subparsers: argparse._SubParsersAction) -> None:
         "score-text",
         help="how probable is each sentence: log-probability (causal) or pseudo-log-likelihood",
         description="Score each sentence under a pre-trained model and rank them, most probable "
-        "first: a left-to-right model gives the log-probability of its pieces and of its end; a "
-        "masked model the pseudo-log-likelihood (Salazar et al. 2020: each piece masked in "
-        "turn, the log-probability of the piece summed). Both in nats; higher is more probable.",
+        "first: a left-to-right model (a BERT pre-trained with --objective clm, NNLM, AWD-LSTM, "
+        "ELMo's forward LM) gives the log-probability of its pieces and of its end; a masked "
+        "model the pseudo-log-likelihood (Salazar et al. 2020: each piece masked in turn, the "
+        "log-probability of the piece summed). Both in nats; higher is more probable.",
     )
-    score.add_argument("--model", required=True, help="a pre-trained model folder or Hub id")
+    score.add_argument(
+        "--model",
+        required=True,
+        help="a pre-trained model folder or Hub id (a BERT, or the OUT/final of `bertlab "
+        "pretrain --architecture nnlm|elmo|awd-lstm`)",
+    )
     score.add_argument("text", nargs="+", help="the sentences to score")
     score.add_argument("--pieces", action="store_true", help="also print every piece's score")
     score.set_defaults(handler=run_score_text)

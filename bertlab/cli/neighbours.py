@@ -16,7 +16,9 @@ DEFAULT_VECTOR_SIZE = 100  # word2vec's (Mikolov et al. 2013; gensim's default)
 
 
 def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
+    from bertlab.cli.embed import layer_name
     from bertlab.corpus.sources import LANGS
+    from bertlab.network.feature_head_config import SCALAR_MIX_LAYER
     from bertlab.training.word2vec.options import METHODS, WORD_LANGS, WORD_MIN_COUNT
     from bertlab.use.neighbour_options import DEFAULT_LAYER, DEFAULT_TOP_K, MAX_OCCURRENCES
 
@@ -24,8 +26,10 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
         "neighbours",
         help="nearest neighbours of words: word2vec, a model's input embeddings, or in context",
         description="most_similar for words, from one static vector per word (word2vec "
-        "trained on a corpus, or a BERT's input embeddings) or from a word's contextual "
-        "vectors (its use in a sentence against its uses in a reference corpus).",
+        "trained on a corpus, or a model's input vectors: a BERT's embeddings, NNLM's C, "
+        "AWD-LSTM's embedding, ELMo's token layer) or from a word's contextual vectors (its use "
+        "in a sentence against its uses in a reference corpus, from any layer of a BERT, ELMo, "
+        "AWD-LSTM or NNLM).",
     )
     sources = parser.add_subparsers(title="vectors", metavar="SOURCE", required=True)
 
@@ -65,9 +69,11 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
 
     embeddings = sources.add_parser(
         "embeddings",
-        help="rows of a model's input embedding matrix",
-        description="The pieces whose input embeddings are nearest each WORD's (a word of "
-        "several pieces: the mean of their rows), by cosine similarity.",
+        help="rows of a model's input embedding matrix (NNLM: its vectors C)",
+        description="The pieces whose static input vectors are nearest each WORD's (a word of "
+        "several pieces: the mean of their rows), by cosine similarity: a BERT's input "
+        "embeddings, NNLM's vectors C, AWD-LSTM's embedding (tied to its softmax), ELMo's token "
+        "layer (its char CNN's output, where it reads characters).",
     )
     embeddings.add_argument("words", nargs="+", help="the words to look up")
     embeddings.add_argument("--model", required=True, help="model folder or Hub id")
@@ -99,7 +105,13 @@ def add_neighbours_commands(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="sentence splitting of the reference (default: by the word)",
     )
-    add("--layer", type=int, default=DEFAULT_LAYER, help="0 the embeddings, -1 the last layer")
+    add(
+        "--layer",
+        type=layer_name,
+        default=DEFAULT_LAYER,
+        help=f"0 the embeddings, -1 the last layer; {SCALAR_MIX_LAYER}: ELMo's scalar mix "
+        "(default: %(default)s)",
+    )
     add("--top-k", type=int, default=5, help="(default: %(default)s)")
     add("--max-occurrences", type=int, default=MAX_OCCURRENCES, help="(default: %(default)s)")
     add("--figure", help="a PNG of the uses in two dimensions (the polysemy figure)")

@@ -82,78 +82,138 @@ def task_of(args: argparse.Namespace, saved: dict[str, Any] | None = None):
     return dataclasses.replace(task, data=data)
 
 
-def with_features(args: argparse.Namespace, task):
-    """The task with the feature-based head --features and --bilstm ask for (if any)."""
+def source_values(source) -> dict[str, Any]:
+    """The config.json values of the model `source` (a `ModelSource`) starts from: its folder's,
+    or the preset's of a from-scratch BERT."""
+    from bertlab.core.config import BertConfig, read_json_object
+    from bertlab.core.hub import resolve
+
+    if source.directory is None:
+        return BertConfig.from_preset(source.model_size).to_dict()
+    return read_json_object(resolve(source.directory) / "config.json")
+
+
+def architecture_of(source):
+    """The entry (`network.architectures`) of the model `source` starts from; a from-scratch
+    model is a BERT.
+
+    Raises:
+        CommandError: config.json names an architecture bertlab does not know.
+    """
+    from bertlab.network.architectures import architecture_of as entry_of
+
+    try:
+        return entry_of(source_values(source))
+    except ValueError as error:
+        raise CommandError(f"--model {source.directory}: {error}") from None
+
+
+def with_features(args: argparse.Namespace, task, source=None):
+    """The task with the head's reading: the feature-based head --features and --bilstm ask
+    for, else the architecture's own (ELMo's: its frozen biLM's scalar mix and a BiLSTM).
+
+    Raises:
+        CommandError: the architecture has no head for the task or for these flags, or a flag
+            that would change nothing under a frozen encoder.
+    """
     import dataclasses
 
     from bertlab.network.feature_head_config import FeatureHeadConfig
 
-    if args.features is None and not args.bilstm:
-        return task
-    if args.features is not None:
+    features = None
+    if args.features is not None or args.bilstm:
+        features = FeatureHeadConfig(
+            layers=args.features or "last",
+            use_bilstm=args.bilstm,
+            do_freeze_encoder=args.features is not None,
+        )
+    architecture = None
+    if source is not None:
+        architecture = architecture_of(source)
+        try:
+            architecture.check_finetune(task.spec.family, features)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        if features is None:
+            features = architecture.finetune_defaults(source_values(source)).features
+    if features is not None and features.do_freeze_encoder:
         clashing = [
             flag
             for flag, is_set in (
                 ("--freeze-encoder", args.do_freeze_encoder),
                 ("--freeze-layers", bool(args.freeze_layers)),
-                ("--layerwise-lr-decay", args.layerwise_lr_decay != 1.0),
-                ("--gradual-unfreezing", args.do_gradual_unfreezing),
+                ("--layerwise-lr-decay", args.layerwise_lr_decay not in (None, 1.0)),
+                ("--gradual-unfreezing", bool(args.do_gradual_unfreezing)),
                 ("--head-warmup-epochs", bool(args.head_warmup_epochs)),
             )
             if is_set
         ]
         if clashing:
+            frozen = "--features"
+            if args.features is None:
+                frozen = f"the default for {architecture.title} (its paper's way)"
             raise CommandError(
-                f"--features freezes the whole encoder: {', '.join(clashing)} would change nothing"
+                f"{frozen} freezes the whole encoder: {', '.join(clashing)} would change nothing"
             )
-    features = FeatureHeadConfig(
-        layers=args.features or "last",
-        use_bilstm=args.bilstm,
-        do_freeze_encoder=args.features is not None,
-    )
-    return dataclasses.replace(task, features=features)
+    return task if features is None else dataclasses.replace(task, features=features)
+
+
+# FinetuneConfig fields whose flags default to None: an architecture's own way chooses them
+# when they are not given (`network.architectures`, `FinetuneDefaults`).
+ARCHITECTURE_FIELDS = (
+    "learning_rate",
+    "num_train_epochs",
+    "batch_size",
+    "layerwise_lr_decay",
+    "schedule",
+    "do_gradual_unfreezing",
+)
 
 
 def finetune_config(args: argparse.Namespace, source=None):
     """The `FinetuneConfig` of the flags (each flag's destination is the field of its name).
-    --learning-rate and --epochs not given are chosen by the width of the model `source` names
-    (`FINETUNE_DEFAULTS_BY_WIDTH`; without a source, BERT-base's rate), the choice logged."""
+    Fields whose flags are not given (`ARCHITECTURE_FIELDS`) are chosen by the architecture of
+    the model `source` names: BERT's rate and epochs by its width (`FINETUNE_DEFAULTS_BY_WIDTH`),
+    ULMFiT's strategy for an AWD-LSTM, ... (`network.architectures`); without a source,
+    BERT-base's. The choice is logged."""
     import dataclasses
 
-    from bertlab.core.finetune_config import BERT_BASE_DEFAULTS, FinetuneConfig, width_defaults
+    from bertlab.core.finetune_config import BERT_BASE_DEFAULTS, FinetuneConfig
 
     names = [f.name for f in dataclasses.fields(FinetuneConfig)]
     flagged = [name for name in names if name not in FINETUNE_FIELDS_WITHOUT_FLAG]
     values = {name: getattr(args, name) for name in flagged}
-    if values["learning_rate"] is None or values["num_train_epochs"] is None:
-        width = None if source is None else model_width(source)
-        row = BERT_BASE_DEFAULTS if width is None else width_defaults(width)
-        if values["learning_rate"] is None:
-            values["learning_rate"] = row.learning_rate
-        declared = None
-        if values["num_train_epochs"] is None:
-            declared = declared_epochs(args.task)
-            values["num_train_epochs"] = declared or row.num_train_epochs or DEFAULT_EPOCHS
-        if width is not None:
-            own = f"; the task {args.task} declares its {declared} epochs" if declared else ""
-            logger.info(
-                row.describe(width, values["learning_rate"], values["num_train_epochs"])
-                + own
-                + " (--learning-rate and --epochs set them)"
-            )
-    return FinetuneConfig(**values)
+    chosen = [name for name in ARCHITECTURE_FIELDS if values[name] is None]
+    settings: dict[str, Any] = {"learning_rate": BERT_BASE_DEFAULTS.learning_rate}
+    why = None
+    if source is not None:
+        defaults = architecture_of(source).finetune_defaults(source_values(source))
+        settings, why = defaults.settings, defaults.why
+    declared = declared_epochs(args.task) if values["num_train_epochs"] is None else None
+    if declared is not None:  # the task's own epochs win over the model's defaults
+        settings = settings | {"num_train_epochs": declared}
+    for name in chosen:
+        if settings.get(name) is not None:
+            values[name] = settings[name]
+        elif name == "num_train_epochs":
+            values[name] = DEFAULT_EPOCHS
+    values = {name: value for name, value in values.items() if value is not None}
+    config = FinetuneConfig(**values)
+    by_default = [name for name in chosen if name in settings]
+    if why is not None and by_default:
+        own = f"; the task {args.task} declares its {declared} epochs" if declared else ""
+        flags = ", ".join("--" + flag_name(name) for name in by_default)
+        logger.info(
+            f"learning rate {config.learning_rate:g}, {config.num_train_epochs} epochs: {why}"
+            f"{own} ({flags} set them)"
+        )
+    return config
 
 
-def model_width(source) -> int | None:
-    """The hidden size of the encoder `source` (a `ModelSource`) starts from; None when its
-    config names none."""
-    from bertlab.core.config import BertConfig, read_json_object
-    from bertlab.core.hub import resolve
-
-    if source.directory is None:
-        return BertConfig.from_preset(source.model_size).hidden_size
-    width = read_json_object(resolve(source.directory) / "config.json").get("hidden_size")
-    return width if isinstance(width, int) else None
+def flag_name(field: str) -> str:
+    """The `finetune` flag of a FinetuneConfig field (`num_train_epochs` is --epochs)."""
+    special = {"num_train_epochs": "epochs", "do_gradual_unfreezing": "gradual-unfreezing"}
+    return special.get(field, field).replace("_", "-")
 
 
 def declared_epochs(task: str) -> int | None:

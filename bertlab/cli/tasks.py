@@ -80,9 +80,15 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
     defaults = FinetuneConfig()
     parser = subparsers.add_parser(
         "finetune",
-        help="fine-tune a task head on a pre-trained (or from-scratch) BERT",
+        help="fine-tune a task head on a pre-trained model (BERT, NNLM, ELMo, AWD-LSTM) or a "
+        "from-scratch BERT",
         description="Fine-tune on a task's training file; evaluate on the dev data after every "
-        "epoch and keep the best model in OUT/best. Tasks: "
+        "epoch and keep the best model in OUT/best. Each kind of --model fine-tunes its paper's "
+        "way unless flags say otherwise: a BERT its task heads with BERT's recipe; NNLM its "
+        "vectors, frozen, under a random BERT-Tiny-shaped encoder (the word-vector start); ELMo "
+        "its frozen biLM, a learned scalar mix and a BiLSTM (classification, tagging); AWD-LSTM "
+        "ULMFiT's classifier and strategy (classification). "
+        "docs/word2vec-to-bert.md#the-lstm-era-fine-tune-and-inspect. Tasks: "
         + "; ".join(f"{spec.name} ({spec.description})" for spec in TASKS.values())
         + f"; {GENERIC_CLASSIFICATION} (your own CSV/TSV/JSONL, columns named by flags).",
     )
@@ -123,7 +129,8 @@ def _add_finetune_model_flags(parser: argparse.ArgumentParser) -> None:
     add(
         "--model",
         default=None,
-        help="a bertlab or Hugging Face model folder, or a Hugging Face Hub id such as "
+        help="a bertlab or Hugging Face model folder (a BERT, or the OUT/final of `bertlab "
+        "pretrain --architecture nnlm|elmo|awd-lstm`), or a Hugging Face Hub id such as "
         "bert-base-uncased or google/bert_uncased_L-2_H-128_A-2 (downloaded once, cached)",
     )
     add("--from-scratch", action="store_true", help="random weights: the no-pre-training baseline")
@@ -153,7 +160,7 @@ def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
         metavar="EPOCHS",
         type=int,
         default=None,
-        help="(default: by the model's width, see --learning-rate)",
+        help="(default: by the model, see --learning-rate)",
     )
     add("--seed", type=int, default=defaults.seed, help="(default: %(default)s)")
     add(
@@ -165,15 +172,17 @@ def _add_training_flags(parser: argparse.ArgumentParser, defaults: Any) -> None:
         "--learning-rate",
         type=float,
         default=None,
-        help="the peak rate (default: by the model's width, with --epochs: 1e-3 x 4 epochs up "
-        "to 128 wide, 3e-4 x 4 up to 256, 1e-4 x 4 up to 512, else BERT's 2e-5 x the task's "
-        "epochs; the run says which)",
+        help="the peak rate (default: by the model, with --epochs: a BERT by its width, 1e-3 x "
+        "4 epochs up to 128 wide, 3e-4 x 4 up to 256, 1e-4 x 4 up to 512, else BERT's 2e-5 x the "
+        "task's epochs; NNLM's task model likewise at its vectors' width; ELMo 1e-3 x 4; "
+        "AWD-LSTM ULMFiT's 1e-2 x one epoch per layer group and one more; the run says which)",
     )
     add(
         "--batch-size",
         type=int,
-        default=defaults.batch_size,
-        help="examples per optimizer step (default: %(default)s)",
+        default=None,
+        help=f"examples per optimizer step (default: {defaults.batch_size}; ULMFiT's 64 for "
+        "an AWD-LSTM)",
     )
     add(
         "--gradient-accumulation-steps",
@@ -240,23 +249,26 @@ def _add_strategy_flags(
         "strategy",
         "how the layers train over the run (docs/finetuning.md#fine-tuning-strategies); they "
         "combine with each other (but --gradual-unfreezing with --head-warmup-epochs) and with "
-        "--freeze-layers",
+        "--freeze-layers. A BERT (and NNLM's task model) trains without them by default, an "
+        "AWD-LSTM with ULMFiT's three (1/2.6, slanted-triangular, gradual unfreezing)",
     )
     group.add_argument(
         "--layerwise-lr-decay",
         type=float,
-        default=defaults.layerwise_lr_decay,
+        default=None,
         metavar="D",
         help="layer l of L trains at the learning rate times D^(L-l), the embeddings lowest, the "
-        "pooler and the task layer at the full rate (ULMFiT: 1/2.6; ELECTRA: 0.8; default: "
-        "%(default)g, off)",
+        "pooler and the task layer at the full rate; ULMFiT's classifier one group above its "
+        f"top LSTM (ULMFiT: 1/2.6; ELECTRA: 0.8; default: {defaults.layerwise_lr_decay:g}, off, "
+        "but for an AWD-LSTM)",
     )
     group.add_argument(
         "--schedule",
         choices=schedules,
-        default=defaults.schedule,
+        default=None,
         help="linear: warmup then linear decay (BERT's); slanted-triangular: ULMFiT's short "
-        "rise and long fall; constant: warmup then the full rate (default: %(default)s)",
+        "rise and long fall; constant: warmup then the full rate (default: "
+        f"{defaults.schedule}, but for an AWD-LSTM)",
     )
     group.add_argument(
         "--cut-frac",
@@ -273,9 +285,11 @@ def _add_strategy_flags(
     group.add_argument(
         "--gradual-unfreezing",
         dest="do_gradual_unfreezing",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="ULMFiT: the task layer alone in epoch 1, then one more layer group per epoch from "
-        "the top (the top layer with the pooler, ..., the embeddings)",
+        "the top (the top layer with the pooler, ..., the embeddings); default: off, but for an "
+        "AWD-LSTM (--no-gradual-unfreezing turns it off there)",
     )
     group.add_argument(
         "--head-warmup-epochs",
@@ -294,7 +308,8 @@ def _add_feature_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "feature-based",
         "what the task layer reads besides the last layer (BERT Sec. 5.3, Table 7; "
-        "docs/word2vec-to-bert.md#feature-based-fine-tuning)",
+        "docs/word2vec-to-bert.md#feature-based-fine-tuning), of a BERT or of ELMo's biLM (whose "
+        "default is --features scalar-mix --bilstm); not of an AWD-LSTM",
     )
     group.add_argument(
         "--features",
@@ -392,8 +407,8 @@ def run_finetune(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {out} exists and is not a directory")
     reads = {"--train": args.train, "--dev": args.dev, "--model": args.model}
     check_outputs(reads | {"--tokenizer": args.tokenizer}, {"--out": out})
-    task = configs.with_features(args, configs.task_of(args))
     source = configs.model_source(args)
+    task = configs.with_features(args, configs.task_of(args), source)
     seeds = configs.seeds(args)
     config = configs.finetune_config(args, source)  # validates the flags before reading data
     data = read_task_data(
@@ -415,6 +430,7 @@ def _load(args: argparse.Namespace):
     from bertlab.core.config import read_json_object
     from bertlab.core.hub import resolve
     from bertlab.core.runtime import default_device, resolve_precision
+    from bertlab.network.architectures import architecture_of
     from bertlab.task_families import read_task_file
     from bertlab.tokenizer.wordpiece import Tokenizer, check_fits_vocabulary
 
@@ -422,12 +438,19 @@ def _load(args: argparse.Namespace):
     if not (directory / "config.json").is_file():
         raise CommandError(f"--model {directory}: no config.json (not a model directory)")
     task = configs.task_of(args, read_task_file(directory))
-    architectures = read_json_object(directory / "config.json").get("architectures") or []
-    expected = task.head_class.architecture
-    if expected not in architectures:
+    values = read_json_object(directory / "config.json")
+    try:
+        architecture = architecture_of(values)
+    except ValueError as error:
+        raise CommandError(f"--model {directory}: {error}") from None
+    if architecture.head_family(values) != task.spec.family:
+        held = ", ".join(values.get("architectures") or []) or "model without a head"
+        families = architecture.head_families
+        wanted = [name for name, family in families.items() if family == task.spec.family]
+        named = f" ({', '.join(wanted)})" if wanted else ""
         raise CommandError(
-            f"--model {directory} is a {', '.join(architectures) or 'model without a head'}, "
-            f"but task {task.name} needs a {expected}; fine-tune one with `bertlab finetune`"
+            f"--model {directory} is a {held}, but task {task.name} needs a "
+            f"{task.spec.family} head{named}; fine-tune one with `bertlab finetune`"
         )
     model = task.load_head(directory, None)
     task.check_fits(model.config)
@@ -461,11 +484,11 @@ def _warn_if_mostly_unknown(task, tokenizer, examples) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bertlab.network.heads import BertForLabels
     from bertlab.task_families import run_task
 
     task, model, tokenizer, precision = _load(args)
-    label_names = list(model.id2label.values()) if isinstance(model, BertForLabels) else None
+    id2label = getattr(model, "id2label", None)  # a label head's (no span or choice head has)
+    label_names = None if id2label is None else list(id2label.values())
     with _input(args) as data:
         examples = task.read_gold(data, label_names)
     _warn_if_mostly_unknown(task, tokenizer, examples)

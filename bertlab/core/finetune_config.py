@@ -180,12 +180,9 @@ class WidthDefaults:
     model: str  # the models of this width, in words
     source: str  # where the values come from
 
-    def describe(self, hidden_size: int, learning_rate: float, epochs: int) -> str:
+    def why(self, hidden_size: int) -> str:
         """The choice in words, for the run's output."""
-        return (
-            f"learning rate {learning_rate:g}, {epochs} epochs: the defaults for a model "
-            f"{hidden_size} wide ({self.model}; {self.source})"
-        )
+        return f"the defaults for a model {hidden_size} wide ({self.model}; {self.source})"
 
 
 # Smallest first; a model wider than the last row takes BERT_BASE_DEFAULTS. docs/models.md's table

@@ -26,6 +26,9 @@ from bertlab.core.config import read_json_object
 logger = logging.getLogger(__name__)
 
 NNLM, ELMO, AWD_LSTM = "nnlm", "elmo", "awd-lstm"
+# BERT's name among them: `--architecture`'s default, and the architecture of a model folder whose
+# config.json names none (Hugging Face's BERT layout has no `architecture` key).
+BERT = "bert"
 LM_ARCHITECTURE_NAMES = (NNLM, ELMO, AWD_LSTM)  # what `--architecture` may name besides "bert"
 
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary (HF config.json's default)

@@ -23,6 +23,7 @@ from torch import nn
 from bertlab.core.config import BertConfig
 from bertlab.core.runtime import host_reads_are_free
 from bertlab.network import checkpoint
+from bertlab.network.layer_groups import HEAD, INPUT, OTHER, LayerGroup, head_modules
 
 IGNORE_INDEX = -100  # label value that the losses skip (PyTorch's and HF's convention)
 NUM_NSP_CLASSES = 2  # BERT paper Sec. 3.1 Task #2: IsNext / NotNext
@@ -352,6 +353,22 @@ class BertPreTrainedModel(nn.Module):
     def tie_weights(self) -> None:
         """Classes with an MLM decoder tie it to the word embeddings; others have nothing to tie."""
 
+    def layer_groups(self) -> list[LayerGroup]:
+        """The groups fine-tuning's strategies act on (`network.layer_groups`), bottom-up: the
+        embeddings, layers 1..L, the pooler beside layer L, and everything outside the encoder
+        (the task layer, the pre-training heads) as the head, also at depth L: the top layer,
+        the pooler and the head train at the full rate."""
+        encoder = next(module for module in self.modules() if isinstance(module, BertModel))
+        layers = list(encoder.encoder.layer)
+        top = len(layers)
+        groups = [LayerGroup("embeddings", (encoder.embeddings,), 0, INPUT)]
+        groups += [LayerGroup(f"layer {i}", (layer,), i) for i, layer in enumerate(layers, 1)]
+        if encoder.pooler is not None:
+            groups.append(LayerGroup("pooler", (encoder.pooler,), top, OTHER))
+        body = list(encoder.children()) if encoder is self else [encoder]
+        groups.append(LayerGroup("head", head_modules(self, body), top, HEAD))
+        return groups
+
     def extra_config(self) -> dict[str, Any]:
         """Keys a subclass adds to config.json (e.g. label names)."""
         return {}
@@ -460,6 +477,10 @@ class BertModel(BertPreTrainedModel):
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.init_weights()
+
+    def input_vectors(self) -> torch.Tensor:
+        """The static vector of every piece: the word-embedding matrix (V, H), detached."""
+        return self.embeddings.word_embeddings.weight.detach()
 
     def compute_dtype(self) -> torch.dtype:
         """The dtype attention runs in: autocast's when it is on, else the weights'."""
@@ -644,6 +665,18 @@ class BertForPreTraining(BertPreTrainedModel):
             hidden_states=body.hidden_states,
             attentions=body.attentions,
         )
+
+    def next_piece_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """A left-to-right model's (`config.is_causal`) scores of the piece after each position:
+        (B, L) -> (B, L, V), or (B, P, V) at `positions` (B, P) int64 only (the LM head runs
+        there alone). What `score-text` and `generate` read, as they read an LSTM-era model's
+        (`lm_views.LeftToRightLanguageModel`)."""
+        return self(input_ids, attention_mask, masked_positions=positions).mlm_logits
 
 
 def _check_positions(masked_positions: torch.Tensor, input_shape: torch.Size) -> None:

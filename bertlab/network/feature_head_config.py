@@ -22,6 +22,9 @@ LAYER_COMBINATIONS = (
     "scalar-mix",  # ELMo eq. 1 over every hidden state: learned softmax weights and a scale
 )
 LAST_FOUR = 4  # BERT Table 7: the top four hidden layers
+# The name `embed` and `neighbours` take, beside the layers' numbers, for ELMo's scalar mix of
+# every hidden state (a pre-trained biLM's fixed one, a fine-tuned head's learned one).
+SCALAR_MIX_LAYER = "mix"
 NUM_LSTM_LAYERS = 2  # BERT Sec. 5.3: "a randomly initialized two-layer 768-dimensional BiLSTM"
 
 

@@ -20,7 +20,6 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from bertlab.core.config import BertConfig
 from bertlab.network.feature_head_config import (
     LAST_FOUR,
     NUM_LSTM_LAYERS,
@@ -122,20 +121,29 @@ class BiLSTM(nn.LSTM):
 
 class LayerFeatures(nn.Module):
     """BERT Sec. 5.3: features from the encoder's hidden states (a `FeatureHeadConfig`'s layer
-    combination), then optionally a two-layer BiLSTM. (B, L, H) per layer -> (B, L, F)."""
+    combination), then optionally a two-layer BiLSTM. (B, L, H) per layer -> (B, L, F).
 
-    def __init__(self, config: BertConfig, features: FeatureHeadConfig) -> None:
+    Any encoder whose hidden states are the input layer and N layers of one width H reads so:
+    BERT's, and ELMo's biLM ([x; x] and each layer's [forward; backward]).
+    """
+
+    def __init__(self, num_layers: int, hidden_size: int, features: FeatureHeadConfig) -> None:
+        """Args:
+        num_layers: N, the encoder's layers (N + 1 hidden states with the input layer).
+        hidden_size: H, the width of every hidden state.
+        features: what to read.
+        """
         super().__init__()
         self.combination = features.layers
-        num_states = config.num_hidden_layers + 1  # the embeddings and every layer
-        if features.layers == "second-to-last" and config.num_hidden_layers < 2:
+        num_states = num_layers + 1  # the embeddings and every layer
+        if features.layers == "second-to-last" and num_layers < 2:
             raise ValueError("second-to-last needs a model of at least two layers")
-        self.top = min(LAST_FOUR, config.num_hidden_layers)
+        self.top = min(LAST_FOUR, num_layers)
         self.scalar_mix = ScalarMix(num_states) if features.layers == "scalar-mix" else None
-        size = config.hidden_size * (self.top if features.layers == "concat-last-four" else 1)
+        size = hidden_size * (self.top if features.layers == "concat-last-four" else 1)
         self.lstm = None
         if features.use_bilstm:
-            hidden = features.lstm_hidden_size or config.hidden_size
+            hidden = features.lstm_hidden_size or hidden_size
             self.lstm = BiLSTM(size, hidden, num_layers=NUM_LSTM_LAYERS)
             size = 2 * hidden
         self.output_size = size

@@ -170,7 +170,11 @@ class BertForTask(BertPreTrainedModel):
         )
         self.dropout = nn.Dropout(dropout_prob) if self.use_dropout else nn.Identity()
         self.feature_config = features
-        self.features = None if features is None else LayerFeatures(config, features)
+        self.features = (
+            None
+            if features is None
+            else LayerFeatures(config.num_hidden_layers, config.hidden_size, features)
+        )
         if self.is_encoder_frozen:
             self.bert.requires_grad_(False)
 

@@ -159,6 +159,8 @@ class LanguageModel(nn.Module):
     config_class: ClassVar[type]
     # Keys of weights tied to another one: left out of the file, tied again on loading.
     tied_keys: ClassVar[tuple[str, ...]] = ()
+    # Keys `extra_config` adds to config.json beside the architecture's (a head's labels).
+    extra_config_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -198,7 +200,8 @@ class LanguageModel(nn.Module):
         """
         values, state_dict = checkpoint.read_model(directory, revision)
         init_kwargs = cls.init_kwargs_from_config(values)
-        values = {k: v for k, v in values.items() if k != "architectures" and k not in init_kwargs}
+        own = {"architectures", *init_kwargs, *cls.extra_config_keys}
+        values = {k: v for k, v in values.items() if k not in own}
         config = lstm_config_from_dict(values)
         if not isinstance(config, cls.config_class):
             raise ValueError(

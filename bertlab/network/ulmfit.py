@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertlab.core.lstm_config import AwdLstmConfig
 from bertlab.network import checkpoint
 from bertlab.network.awd_lstm import AwdLstmModel
+from bertlab.network.heads import SEQUENCE_LOSSES, label_names
+from bertlab.network.layer_groups import HEAD, INPUT, LayerGroup
 from bertlab.network.lm_base import LanguageModel, load_weights, sequence_lengths, validate_ids
 
 HEAD_HIDDEN_SIZE = 50  # ULMFiT Sec. 3.3 / fastai's get_text_classifier: lin_ftrs = [50]
@@ -81,40 +82,91 @@ class PoolingLinearClassifier(nn.Module):
         self.layers = nn.Sequential(*blocks)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        """(B, 3E) -> (B, C)."""
+        """(B, 3E) -> (B, C). A training batch of one example (the last batch of an epoch can
+        be one) is normalized by the running statistics: batch statistics of one example are
+        undefined, and fastai, which drops the last incomplete batch, never meets one."""
+        if self.training and pooled.shape[0] == 1:
+            norms = [m for m in self.layers if isinstance(m, nn.BatchNorm1d)]
+            for norm in norms:
+                norm.eval()
+            try:
+                return self.layers(pooled)
+            finally:
+                for norm in norms:
+                    norm.train()
         return self.layers(pooled)
 
 
 class UlmfitForSequenceClassification(LanguageModel):
-    """ULMFiT Sec. 3.3: the AWD-LSTM body and the pooling classifier."""
+    """ULMFiT Sec. 3.3: the AWD-LSTM body and the pooling classifier, with named labels (or one
+    regression output) as bertlab's BERT heads have them."""
 
     config_class = AwdLstmConfig
+    extra_config_keys = ("num_labels", "id2label", "label2id", "problem_type")
 
-    def __init__(self, config: AwdLstmConfig, num_labels: int) -> None:
+    def __init__(
+        self,
+        config: AwdLstmConfig,
+        num_labels: int | None = None,
+        id2label: dict[int, str] | None = None,
+        problem_type: str | None = None,
+    ) -> None:
+        """Args:
+        config: the AWD-LSTM body's architecture.
+        num_labels, id2label: the labels, as `heads.BertForLabels` takes them.
+        problem_type: `heads.SEQUENCE_LOSSES`' names; None: regression for one output, else
+            single-label classification (as Hugging Face decides it).
+        """
         super().__init__(config)
-        if num_labels < 1:
-            raise ValueError(f"num_labels must be positive, got {num_labels}")
-        self.num_labels = num_labels
+        self.id2label = label_names(num_labels, id2label)
+        if problem_type is None:
+            problem_type = "regression" if self.num_labels == 1 else "single_label_classification"
+        if problem_type not in SEQUENCE_LOSSES:
+            raise ValueError(f"problem_type {problem_type!r} is not one of {list(SEQUENCE_LOSSES)}")
+        self.problem_type = problem_type
         self.awd_lstm = AwdLstmModel(config)
-        sizes = [NUM_POOLS * config.embedding_size, HEAD_HIDDEN_SIZE, num_labels]
+        sizes = [NUM_POOLS * config.embedding_size, HEAD_HIDDEN_SIZE, self.num_labels]
         # fastai: the first block's dropout is the config's output_p, the next ones 0.1.
         self.classifier = PoolingLinearClassifier(
             sizes, [config.output_dropout_prob, HEAD_DROPOUT_PROB]
         )
 
+    @property
+    def num_labels(self) -> int:
+        return len(self.id2label)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: label_id for label_id, name in self.id2label.items()}
+
     def extra_config(self) -> dict[str, Any]:
-        return {"num_labels": self.num_labels}
+        id2label = {str(label_id): name for label_id, name in self.id2label.items()}
+        return {
+            "num_labels": self.num_labels,
+            "id2label": id2label,
+            "label2id": self.label2id,
+            "problem_type": self.problem_type,
+        }
 
     @classmethod
     def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
-        return {"num_labels": values["num_labels"]} if "num_labels" in values else {}
+        kwargs: dict[str, Any] = {}
+        if values.get("id2label"):
+            kwargs["id2label"] = {int(i): name for i, name in values["id2label"].items()}
+        elif "num_labels" in values:
+            kwargs["num_labels"] = values["num_labels"]
+        if values.get("problem_type"):
+            kwargs["problem_type"] = values["problem_type"]
+        return kwargs
 
     @classmethod
     def from_language_model(
         cls,
         directory: str | Path,
-        num_labels: int,
+        num_labels: int | None = None,
         *,
+        id2label: dict[int, str] | None = None,
+        problem_type: str | None = None,
         use_classifier_dropouts: bool = True,
         revision: str | None = None,
     ) -> UlmfitForSequenceClassification:
@@ -122,6 +174,7 @@ class UlmfitForSequenceClassification(LanguageModel):
         Sec. 3.3: the head is new, the language model's decoder is left out).
 
         Args:
+            num_labels, id2label, problem_type: the new head's labels (the constructor's).
             use_classifier_dropouts: fastai's classifier dropouts
                 (`AwdLstmConfig.with_classifier_dropouts`) instead of the language model's.
         """
@@ -129,7 +182,7 @@ class UlmfitForSequenceClassification(LanguageModel):
         config = AwdLstmConfig.from_dict({k: v for k, v in values.items() if k != "architectures"})
         if use_classifier_dropouts:
             config = config.with_classifier_dropouts()
-        model = cls(config, num_labels)
+        model = cls(config, num_labels, id2label, problem_type)
         load_weights(
             model,
             state_dict,
@@ -143,16 +196,24 @@ class UlmfitForSequenceClassification(LanguageModel):
         """The layer groups of discriminative fine-tuning and gradual unfreezing, from the
         embedding up to the head: [embedding], [LSTM 1], ..., [LSTM n], [classifier]
         (fastai's awd_lstm_clas_split)."""
+        return [group.parameters() for group in self.layer_groups()]
+
+    def layer_groups(self) -> list[LayerGroup]:
+        """`parameter_groups` as fine-tuning's strategies read them (`network.layer_groups`):
+        the embedding at depth 0, LSTM k at depth k, the classifier one above the last LSTM, so
+        that under ULMFiT's decay of 1/2.6 each group trains 2.6 times slower than the one
+        above it (fastai's `slice(lr / 2.6**4, lr)` over its five groups)."""
         body = self.awd_lstm
-        groups = [list(body.encoder.parameters())]
-        groups += [list(rnn.parameters()) for rnn in body.rnns]
-        groups.append(list(self.classifier.parameters()))
+        groups = [LayerGroup("embeddings", (body.encoder,), 0, INPUT)]
+        groups += [LayerGroup(f"LSTM {k}", (rnn,), k) for k, rnn in enumerate(body.rnns, 1)]
+        groups.append(LayerGroup("head", (self.classifier,), len(body.rnns) + 1, HEAD))
         return groups
 
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> UlmfitOutput:
         """Classify a batch.
@@ -160,7 +221,9 @@ class UlmfitForSequenceClassification(LanguageModel):
         Args:
             input_ids: (B, L) int64 piece ids, padding on the right.
             attention_mask: (B, L), 1 for pieces and 0 for padding; None means no padding.
-            labels: (B,) int64 class ids.
+            token_type_ids: (B, L), taken as BERT's heads take it and not read: the LSTM reads
+                a pair as one sequence, [SEP] between its texts.
+            labels: (B,) int64 class ids; (B,) float scores for regression.
 
         Returns:
             UlmfitOutput: logits (B, C), loss with labels, the body's layers.
@@ -169,7 +232,5 @@ class UlmfitForSequenceClassification(LanguageModel):
             validate_ids(input_ids, attention_mask, None, self.config.vocab_size)
         layers = self.awd_lstm(input_ids)
         logits = self.classifier(concat_pool(layers[-1], attention_mask))  # (B, C)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.float(), labels.view(-1))
+        loss = None if labels is None else SEQUENCE_LOSSES[self.problem_type](logits, labels)
         return UlmfitOutput(logits=logits, loss=loss, layers=layers)

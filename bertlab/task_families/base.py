@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from torch import nn
 
 from bertlab.core.atomic import write_text
 from bertlab.core.config import BertConfig, read_json_object
@@ -37,6 +38,7 @@ from bertlab.core.runtime import autocast, model_device
 from bertlab.data.collate import collate_task_batch, feature_lengths, sorted_length_batches
 from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.data.tasks.registry import TaskSpec
+from bertlab.network.architectures import HeadRequest, folder_architecture
 from bertlab.network.feature_head_config import FeatureHeadConfig
 from bertlab.network.heads import BertForTask, TaskOutput
 from bertlab.tokenizer.wordpiece import Tokenizer
@@ -141,12 +143,14 @@ class Task:
         """The longest model input of this task, special tokens included."""
         return self.data.max_seq_length
 
-    def check_fits(self, config: BertConfig) -> None:
-        """Raise a ValueError when inputs of `max_seq_length` exceed the model's positions."""
-        if self.max_seq_length > config.max_position_embeddings:
+    def check_fits(self, config: Any) -> None:
+        """Raise a ValueError when inputs of `max_seq_length` exceed the model's positions. A
+        model without a position table (an LSTM-era one's config has none) reads any length."""
+        limit = getattr(config, "max_position_embeddings", None)
+        if limit is not None and self.max_seq_length > limit:
             raise ValueError(
                 f"max_seq_length {self.max_seq_length} exceeds the model's "
-                f"max_position_embeddings {config.max_position_embeddings}"
+                f"max_position_embeddings {limit}"
             )
 
     def read_gold(self, path: Path | str, label_names: Sequence[str] | None = None) -> list:
@@ -178,13 +182,24 @@ class Task:
         """Examples of one group go to the same side of a train/dev split."""
         return index
 
-    def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> BertForTask:
-        """The head of `directory`; with `label_names`, a label head gets that label set."""
-        if label_names is None:
-            return self.head_class.from_pretrained(directory, **self.head_kwargs())
-        return self.head_class.from_pretrained(
-            directory, id2label=dict(enumerate(label_names)), num_labels=None, **self.head_kwargs()
-        )
+    def head_request(self, label_names: Sequence[str] | None) -> HeadRequest:
+        """What this task asks of a head: its family, BERT's head class for it, the labels of a
+        new head (None: the folder's own) and the feature-based reading, if any."""
+        id2label = None if label_names is None else dict(enumerate(label_names))
+        return HeadRequest(self.spec.family, self.head_class, id2label, features=self.features)
+
+    def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> nn.Module:
+        """The head of `directory` (a new one on a pre-trained model, or a fine-tuned model's
+        own), built by the entry of the folder's architecture (`network.architectures`); with
+        `label_names`, a label head gets that label set.
+
+        Raises:
+            ValueError: the architecture has no head for this task family, or for the
+                feature-based reading asked for.
+        """
+        architecture = folder_architecture(directory)
+        architecture.check_finetune(self.spec.family, self.features)
+        return architecture.load_head(directory, self.head_request(label_names), None)
 
     def encode(
         self,

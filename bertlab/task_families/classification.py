@@ -16,6 +16,7 @@ import torch
 from bertlab.core.config import BertConfig
 from bertlab.data.tasks.classification import label_set, read_classification, read_glue
 from bertlab.data.tasks.encoding import encode_classification
+from bertlab.network.architectures import HeadRequest
 from bertlab.network.heads import BertForSequenceClassification, BertForTask
 from bertlab.task_families.base import Predictions, Task
 from bertlab.tokenizer.wordpiece import Tokenizer
@@ -78,12 +79,10 @@ class ClassificationTask(Task):
             config, id2label=dict(enumerate(label_names)), **self.head_kwargs()
         )
 
-    def load_head(self, directory: Path | str, label_names: Sequence[str] | None) -> BertForTask:
+    def head_request(self, label_names: Sequence[str] | None) -> HeadRequest:
         if self.is_regression:
-            return BertForSequenceClassification.from_pretrained(
-                directory, num_labels=1, problem_type="regression", **self.head_kwargs()
-            )
-        return super().load_head(directory, label_names)
+            return dataclasses.replace(super().head_request(None), is_regression=True)
+        return super().head_request(label_names)
 
     def encode(
         self,

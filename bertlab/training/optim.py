@@ -18,12 +18,14 @@ Schedules:
 Resuming: build the optimizer and the schedule exactly as at the start of the run, then load the
 optimizer's state dict, then the schedule's.
 
-Layer-wise learning rates (`layerwise_parameter_groups`, `layer_learning_rates`): a BERT's
-parameters in layer groups, bottom-up: the embeddings, encoder layers 1 to L, the pooler, and the
-head (everything outside the encoder: a task layer, the pre-training heads). Layer l trains at the
-top rate times D^(L - l), the embeddings (l = 0) lowest, the pooler and the head at the top rate:
-ULMFiT's discriminative fine-tuning (Howard & Ruder 2018, Sec. 3.2), the layer-wise decay of
-ELECTRA's fine-tuning (Clark et al. 2020) and of Sun et al. 2019, "How to Fine-Tune BERT".
+Layer-wise learning rates (`layerwise_parameter_groups`, `layer_learning_rates`): a model's
+parameters in the layer groups it declares (`network.layer_groups`), bottom-up; a group at depth d
+trains at the top rate times D^(top depth - d). BERT's: the embeddings, encoder layers 1 to L,
+the pooler, and the head (everything outside the encoder: a task layer, the pre-training heads),
+the last three at the top rate; ULMFiT's classifier: the embedding, the LSTMs and the classifier,
+each group 2.6 times slower than the one above it. ULMFiT's discriminative fine-tuning (Howard &
+Ruder 2018, Sec. 3.2), the layer-wise decay of ELECTRA's fine-tuning (Clark et al. 2020) and of
+Sun et al. 2019, "How to Fine-Tune BERT".
 
 Both loops stop a run whose loss, gradient norm or weights stop being finite with
 `DivergedError`.
@@ -47,7 +49,7 @@ from bertlab.core.finetune_config import (
     STLR_RATIO,
     FinetuneConfig,
 )
-from bertlab.network.bert import BertModel
+from bertlab.network.layer_groups import LayerGroup
 
 
 # Google's BERT optimization.py (AdamWeightDecayOptimizer as built by create_optimizer) and the
@@ -69,12 +71,6 @@ NO_DECAY_MODULE_TYPES: tuple[type[nn.Module], ...] = (nn.LayerNorm,)
 
 # Device types on which `torch.optim.AdamW(fused=True)` has kernels (CPU since torch 2.4).
 FUSED_DEVICE_TYPES = ("cpu", "cuda")
-
-# The layer groups of layer-wise learning rates and gradual unfreezing (module docstring);
-# encoder layer i (0-based, `encoder.layer.i`) is the group "layer i+1".
-EMBEDDINGS_GROUP = "embeddings"
-POOLER_GROUP = "pooler"
-HEAD_GROUP = "head"
 
 
 def _excluded_by_name(name: str) -> bool:
@@ -142,84 +138,75 @@ def _no_decay_ids(model: nn.Module) -> set[int]:
 # --- layer-wise learning rates --------------------------------------------------------------------
 
 
-def bert_encoder(model: nn.Module) -> BertModel:
-    """The `BertModel` inside `model` (the model itself, or its `bert`).
+def model_layer_groups(model: nn.Module) -> list[LayerGroup]:
+    """The layer groups `model` declares (`network.layer_groups`), bottom-up.
 
     Raises:
-        ValueError: the model holds no BERT encoder.
+        ValueError: the model declares none (it is no model that bertlab fine-tunes by layer).
     """
-    for module in model.modules():
-        if isinstance(module, BertModel):
-            return module
-    raise ValueError(f"{type(model).__name__} holds no BertModel to group by layer")
+    declare = getattr(model, "layer_groups", None)
+    if declare is None:
+        raise ValueError(f"{type(model).__name__} declares no layer groups to train by layer")
+    return declare()
 
 
 def layer_groups(model: nn.Module) -> list[tuple[str, list[nn.Parameter]]]:
-    """Every parameter of `model` in its layer group, bottom-up (module docstring).
+    """Every parameter of `model` in its layer group, bottom-up, as the model declares them
+    (`network.layer_groups`).
 
     Example for a 2-layer BertForSequenceClassification: [("embeddings", [...]), ("layer 1",
     [...]), ("layer 2", [...]), ("pooler", [...]), ("head", [classifier.weight, classifier.bias])].
-    A model without a pooler has no pooler group. Tied parameters appear once; one shared with
-    the encoder is in the encoder's group (the MLM decoder's weight is the word embeddings).
+    A model without a pooler has no pooler group. Tied parameters appear once, in the lowest
+    group that holds them (the MLM decoder's weight is the word embeddings).
 
     Raises:
-        ValueError: the model holds no BERT encoder.
+        ValueError: the model declares no groups, or leaves a parameter out of them.
     """
-    encoder = bert_encoder(model)
-    parts: list[tuple[str, nn.Module | None]] = [(EMBEDDINGS_GROUP, encoder.embeddings)]
-    parts += [(f"layer {i}", layer) for i, layer in enumerate(encoder.encoder.layer, 1)]
-    parts.append((POOLER_GROUP, encoder.pooler))
-    group_of: dict[int, str] = {}
-    for name, module in parts:
-        for param in module.parameters() if module is not None else ():
-            group_of[id(param)] = name
-    groups: dict[str, list[nn.Parameter]] = {
-        name: [] for name, module in parts if module is not None
-    }
-    groups[HEAD_GROUP] = []
-    for param in model.parameters():  # deduplicated: each tied parameter once
-        groups[group_of.get(id(param), HEAD_GROUP)].append(param)
-    return list(groups.items())
-
-
-def _layer_rate(name: str, num_layers: int, learning_rate: float, decay: float) -> float:
-    """learning_rate * decay ** (L - l): l = 0 for the embeddings, i for layer i, L above."""
-    if name == EMBEDDINGS_GROUP:
-        depth = 0
-    elif name.startswith("layer "):
-        depth = int(name.removeprefix("layer "))
-    else:  # the pooler and the head
-        depth = num_layers
-    return learning_rate * decay ** (num_layers - depth)
+    seen: set[int] = set()
+    groups = []
+    for group in model_layer_groups(model):
+        params = []
+        for param in group.parameters():
+            if id(param) not in seen:
+                seen.add(id(param))
+                params.append(param)
+        groups.append((group.name, params))
+    left_out = [name for name, param in model.named_parameters() if id(param) not in seen]
+    if left_out:
+        raise ValueError(f"{type(model).__name__}'s layer groups leave out {left_out[:3]}")
+    return groups
 
 
 def layer_learning_rates(
     model: nn.Module, learning_rate: float, layerwise_lr_decay: float = 1.0
 ) -> list[tuple[str, float]]:
-    """The peak learning rate of each layer group that has a trainable parameter, bottom-up.
+    """The peak learning rate of each layer group that has a trainable parameter, bottom-up: the
+    top rate times D^(top depth - the group's depth), as the model declares its groups' depths.
 
     Example: BERT-mini (4 layers) at 1e-3 with decay 0.5 -> [("embeddings", 6.25e-05),
     ("layer 1", 1.25e-04), ("layer 2", 2.5e-04), ("layer 3", 5e-04), ("layer 4", 1e-03),
-    ("pooler", 1e-03), ("head", 1e-03)].
+    ("pooler", 1e-03), ("head", 1e-03)]. ULMFiT's classifier (3 LSTMs) at 1e-2 with 1/2.6:
+    embeddings 1e-2 / 2.6^4, LSTM 1 1e-2 / 2.6^3, ..., LSTM 3 1e-2 / 2.6, head 1e-2.
 
     Args:
-        model: a model holding a `BertModel`.
-        learning_rate: the top rate: the head's, the pooler's and the top layer's.
+        model: a model that declares its layer groups (`layer_groups()`).
+        learning_rate: the top rate: the head's.
         layerwise_lr_decay: D in (0, 1]; 1 trains every layer at the top rate.
 
     Returns:
         (group name, rate) per group, embeddings first; frozen groups are left out.
 
     Raises:
-        ValueError: a rate or decay out of range, or no BERT encoder in the model.
+        ValueError: a rate or decay out of range, or a model without layer groups.
     """
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}")
     if not 0.0 < layerwise_lr_decay <= 1.0:
         raise ValueError(f"layerwise_lr_decay must be in (0, 1], got {layerwise_lr_decay}")
-    num_layers = len(bert_encoder(model).encoder.layer)
+    depths = {group.name: group.depth for group in model_layer_groups(model)}
+    top = max(depths.values())
     return [
-        (name, _layer_rate(name, num_layers, learning_rate, layerwise_lr_decay))
+        (name, learning_rate * layerwise_lr_decay ** (top - depths[name]))
         for name, params in layer_groups(model)
         if any(param.requires_grad for param in params)
     ]

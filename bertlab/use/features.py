@@ -30,11 +30,13 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
+from torch import nn
 
 from bertlab.core.atomic import atomic_file, write_json, write_text
 from bertlab.core.runtime import model_device
 from bertlab.data.collate import pad_rows, sorted_length_batches
 from bertlab.network.bert import BertModel
+from bertlab.network.feature_head_config import SCALAR_MIX_LAYER
 from bertlab.network.feature_heads import last_real_positions
 from bertlab.tokenizer.wordpiece import Tokenizer, longest_first_lengths
 from bertlab.use.feature_options import (
@@ -121,6 +123,7 @@ def pooled_features(
 # --- `bertlab embed`: the hidden states of chosen layers ------------------------------------------
 
 FEATURES_NAME = "features"  # features.npy / features.safetensors, and the tensor's name
+NO_LENGTH_LIMIT = 1_000_000  # pieces: a model without a position table reads texts whole
 INDEX_FILE = "index.jsonl"  # one line per input text: what its rows are
 META_FILE = "features.json"  # the model, layers, pooling and shape
 
@@ -132,14 +135,15 @@ class Features:
     Attributes:
         vectors: (rows, J, H) float32: J layers in the order asked for; the rows of text i are
             `records[i]["start"]` to `records[i]["end"]`.
-        layers: the layers asked for (0 the embeddings, k layer k, -1 the last).
+        layers: the layers asked for (0 the embeddings, k layer k, -1 the last, "mix" ELMo's
+            scalar mix).
         pooling: one of POOLINGS.
         records: per text: `text` (and `text_b`), `units` (the piece or word of each row, or
             the pooling's name), `segments` (0 for A, 1 for B, per row), `start`, `end`.
     """
 
     vectors: np.ndarray
-    layers: tuple[int, ...]
+    layers: tuple[int | str, ...]
     pooling: str
     records: list[dict[str, Any]]
 
@@ -220,8 +224,11 @@ def check_pooling(pooling: str | None, is_causal: bool) -> str:
     return pooling
 
 
-def check_layers(layers: Sequence[int], num_layers: int) -> tuple[int, ...]:
-    """The layers as asked, checked: 0 the embeddings, 1..N the layers, -1..-(N+1) from the top.
+def check_layers(
+    layers: Sequence[int | str], num_layers: int, has_scalar_mix: bool = False
+) -> tuple[int | str, ...]:
+    """The layers as asked, checked: 0 the embeddings, 1..N the layers, -1..-(N+1) from the top,
+    and `SCALAR_MIX_LAYER` ("mix") for a model with ELMo's scalar mix.
 
     Raises:
         ValueError: no layer, or one the model does not have.
@@ -229,14 +236,50 @@ def check_layers(layers: Sequence[int], num_layers: int) -> tuple[int, ...]:
     if not layers:
         raise ValueError("choose at least one layer")
     for layer in layers:
-        if not -num_layers - 1 <= layer <= num_layers:
-            raise ValueError(f"the model has hidden states 0..{num_layers}, not {layer}")
+        if layer == SCALAR_MIX_LAYER and has_scalar_mix:
+            continue
+        if isinstance(layer, str) or not -num_layers - 1 <= layer <= num_layers:
+            mix = f" or {SCALAR_MIX_LAYER!r} (the scalar mix)" if has_scalar_mix else ""
+            raise ValueError(f"the model has hidden states 0..{num_layers}{mix}, not {layer!r}")
     return tuple(layers)
+
+
+def has_scalar_mix(model: nn.Module) -> bool:
+    """The model offers ELMo's scalar mix of its hidden states (`lm_views.LanguageModelEncoder`
+    of ELMo's biLM); BERT's encoder has none."""
+    return getattr(model, "scalar_mix", None) is not None
+
+
+def hidden_state(output: Any, layer: int | str) -> torch.Tensor:
+    """Hidden state `layer` of an encoder's output (with `output_hidden_states`): (B, L, H_l)."""
+    if layer == SCALAR_MIX_LAYER:
+        return output.scalar_mix
+    return output.hidden_states[layer]
+
+
+def chosen_states(output: Any, layers: Sequence[int | str]) -> torch.Tensor:
+    """The hidden states of `layers`, stacked: (B, L, J, H).
+
+    Raises:
+        ValueError: the layers differ in width (AWD-LSTM's embedding and its LSTMs, NNLM's
+            vectors and its tanh layer): they cannot share one array.
+    """
+    states = [hidden_state(output, layer) for layer in layers]
+    widths = {state.shape[-1] for state in states}
+    if len(widths) > 1:
+        shown = ", ".join(
+            f"{layer}: {state.shape[-1]}" for layer, state in zip(layers, states, strict=True)
+        )
+        raise ValueError(
+            f"the layers asked for differ in width ({shown}): embed layers of different widths "
+            "one call each"
+        )
+    return torch.stack(states, dim=2)
 
 
 @torch.inference_mode()
 def extract_features(
-    model: BertModel,
+    model: nn.Module,
     tokenizer: Tokenizer,
     texts: Sequence[str | tuple[str, str]],
     layers: Sequence[int] = (-1,),
@@ -252,17 +295,19 @@ def extract_features(
     and padding does not change a real piece's vector.
 
     Args:
-        model: an encoder in eval mode.
+        model: an encoder in eval mode: `BertModel`, or an LSTM-era model's
+            (`network.lm_views.LanguageModelEncoder`, `network.architectures`' `load_encoder`).
         tokenizer: its tokenizer.
         texts: strings, or (A, B) pairs.
-        layers: hidden states to keep: 0 the embeddings, k layer k, negative from the top.
+        layers: hidden states to keep: 0 the embeddings, k layer k, negative from the top;
+            "mix": ELMo's scalar mix (a model that has one). Layers of one call share a width.
         pooling: one of POOLINGS; None: one vector per text, "cls", or "last" for a
             left-to-right model (`check_pooling`). "pooler" reads the
             last layer only.
         batch_size: texts per forward pass.
         max_length: pieces per input at most, [CLS] and [SEP] included; None: the model's
-            max_position_embeddings. Longer inputs are cut (the longer side of a pair first),
-            and a warning says how many.
+            max_position_embeddings (an LSTM-era model: no limit). Longer inputs are cut (the
+            longer side of a pair first), and a warning says how many.
 
     Returns:
         `Features` with vectors (rows, len(layers), H) and the pooling's name in POOLINGS.
@@ -273,10 +318,10 @@ def extract_features(
             an empty text.
     """
     pooling = check_pooling(pooling, model.config.is_causal)
-    layers = check_layers(layers, model.config.num_hidden_layers)
+    layers = check_layers(layers, model.config.num_hidden_layers, has_scalar_mix(model))
     if pooling == "pooler":
         _check_pooler(model, layers)
-    limit = max_length or model.config.max_position_embeddings
+    limit = max_length or model.config.max_position_embeddings or NO_LENGTH_LIMIT
     encoded = []
     for item in texts:
         text, text_b = (item, None) if isinstance(item, str) else item
@@ -300,8 +345,7 @@ def extract_features(
         )
         types, _ = pad_sequences([encoded[i].token_type_ids for i in indices], 0)
         output = model(ids.to(device), mask.to(device), types.to(device), output_hidden_states=True)
-        chosen = torch.stack([output.hidden_states[layer] for layer in layers], dim=2)
-        chosen = chosen.float().cpu()  # (B, L, J, H)
+        chosen = chosen_states(output, layers).float().cpu()  # (B, L, J, H)
         if pooling == "pooler":  # its output, once for each (last) layer asked for
             pooled = output.pooler_output.float().cpu()  # (B, H)
             chosen = pooled[:, None, None].repeat(1, 1, len(layers), 1)  # (B, 1, J, H)
@@ -317,7 +361,7 @@ def extract_features(
     return Features(vectors.astype(np.float32), layers, pooling, records)
 
 
-def _check_pooler(model: BertModel, layers: tuple[int, ...]) -> None:
+def _check_pooler(model: nn.Module, layers: tuple[int | str, ...]) -> None:
     """The pooling "pooler" needs a pooler, and reads the last layer's [CLS] only."""
     if model.pooler is None:
         raise ValueError("this model has no pooler; use pooling='cls' or 'mean'")

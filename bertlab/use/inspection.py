@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from bertlab.core.atomic import atomic_file
 from bertlab.core.config import BertConfig
@@ -29,8 +30,8 @@ from bertlab.core.model_card import card_setting
 from bertlab.core.runtime import model_device
 from bertlab.core.wording import quoted
 from bertlab.network import checkpoint
+from bertlab.network.architectures import folder_architecture
 from bertlab.network.bert import BertForPreTraining, BertModel
-from bertlab.network.electra import GENERATOR_ARCHITECTURE
 from bertlab.tokenizer.basic import is_cjk_ideograph
 from bertlab.tokenizer.wordpiece import (
     MASK_TOKEN,
@@ -42,7 +43,6 @@ from bertlab.training.pretraining.checkpointing import saved_objective
 
 logger = logging.getLogger(__name__)
 
-MLM_HEAD_KEY = "cls.predictions.transform.dense.weight"
 NSP_HEAD_KEY = "cls.seq_relationship.weight"
 # Objectives (a bertlab card's "objective" row) whose runs trained the next-sentence head; the
 # others save it as initialised, so its answers would be noise.
@@ -98,28 +98,15 @@ def load_for_fill_mask(directory: str | os.PathLike) -> tuple[BertForPreTraining
     return model, tokenizer
 
 
-def load_with_lm_head(directory: str | os.PathLike) -> tuple[BertForPreTraining, Tokenizer]:
-    """The model with its language-model head (masked or left-to-right), and its tokenizer.
+def load_with_lm_head(directory: str | os.PathLike) -> tuple[nn.Module, Tokenizer]:
+    """The model with its language-model head, as its architecture's entry loads it
+    (`network.architectures`): a BERT's masked or left-to-right head (`BertForPreTraining`), an
+    LSTM-era model's left-to-right LM (`lm_views.LeftToRightLanguageModel`); and its tokenizer.
 
     Raises:
-        ValueError: the checkpoint has no LM head (a fine-tuned model, for instance).
+        ValueError: the folder has no LM head (a fine-tuned model, for instance), saying why.
     """
-    config_values, weights = checkpoint.read_model(directory)
-    keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
-    if MLM_HEAD_KEY not in keys:
-        architecture = (config_values.get("architectures") or ["a model without it"])[0]
-        if architecture == GENERATOR_ARCHITECTURE:
-            raise ValueError(
-                f"{directory} is an ELECTRA generator ({architecture}): bertlab predicts words "
-                "with BERT's language-model head only; transformers' ElectraForMaskedLM loads it"
-            )
-        raise ValueError(
-            f"{directory} has no language-model head ({architecture}), so it predicts no words "
-            "(a fine-tuned model, a bare encoder, or the discriminator that `--objective "
-            "electra` leaves in OUT/final); this needs a model pre-trained with masked LM, such "
-            "as the OUT/final of `bertlab pretrain` with its default objective"
-        )
-    model = BertForPreTraining.from_pretrained(directory).eval()
+    model = folder_architecture(directory).load_language_model(directory)
     return model, Tokenizer.from_pretrained(directory)
 
 
@@ -275,9 +262,29 @@ def fill_masks(
     return predictions
 
 
-def load_encoder(directory: str | os.PathLike) -> tuple[BertModel, Tokenizer]:
-    """The encoder of any BERT directory (pre-trained or fine-tuned) and its tokenizer."""
-    return BertModel.from_pretrained(directory).eval(), Tokenizer.from_pretrained(directory)
+def load_encoder(directory: str | os.PathLike) -> tuple[nn.Module, Tokenizer]:
+    """The encoder of any model folder (pre-trained or fine-tuned), as its architecture's entry
+    loads it (`network.architectures`: a `BertModel`, or an LSTM-era model's
+    `lm_views.LanguageModelEncoder`), in eval mode, and its tokenizer: what `embed` and
+    `neighbours` read."""
+    model = folder_architecture(directory).load_encoder(directory)
+    return model, Tokenizer.from_pretrained(directory)
+
+
+def load_for_attention(directory: str | os.PathLike) -> tuple[BertModel, Tokenizer]:
+    """The encoder of a BERT folder, whose attention maps `attention_maps` draws, and its
+    tokenizer.
+
+    Raises:
+        ValueError: the folder holds an LSTM-era model, which has no attention.
+    """
+    architecture = folder_architecture(directory)
+    if not architecture.has_attention:
+        raise ValueError(
+            f"{directory} holds {architecture.title}, which has no attention to draw; `bertlab "
+            "embed` and `bertlab neighbours contextual` read its layers"
+        )
+    return architecture.load_encoder(directory), Tokenizer.from_pretrained(directory)
 
 
 def attention_maps(

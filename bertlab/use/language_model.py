@@ -1,9 +1,11 @@
 """A pre-trained model as a language model: how probable is a sentence, and what comes next.
 
-- A left-to-right model (`BertConfig.is_causal`, pre-trained with `--objective clm`: BERT
-  Table 5's "LTR", GPT's objective) gives a sentence's log-probability, the sum over its pieces of
-  log P(piece | the pieces before it), ending with the end of the sentence ([SEP]), and samples
-  continuations of a prompt (`generate`: temperature and top-k sampling).
+- A left-to-right model (`config.is_causal`: a BERT pre-trained with `--objective clm`, BERT
+  Table 5's "LTR", GPT's objective; an LSTM-era language model, NNLM, AWD-LSTM or ELMo's forward
+  LM, `network.lm_views.LeftToRightLanguageModel`) gives a sentence's log-probability, the sum
+  over its pieces of log P(piece | the pieces before it, `next_piece_logits`), ending with the
+  end of the sentence ([SEP]), and samples continuations of a prompt (`generate`: temperature
+  and top-k sampling). Each model is as `network.architectures` loads it.
 - A masked model has no left-to-right factorization. Its pseudo-log-likelihood (Salazar et al.
   2020, "Masked Language Model Scoring", Sec. 2.1) masks each piece in turn and sums
   log P_MLM(piece | every other piece): not a probability, but it ranks sentences the same way a
@@ -19,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from bertlab.core.runtime import model_device
 from bertlab.core.wording import quoted
-from bertlab.network.bert import BertForPreTraining
 from bertlab.tokenizer.wordpiece import NUM_SPECIAL_TOKENS_SINGLE, SEP_TOKEN, UNK_TOKEN, Tokenizer
 from bertlab.use.features import pad_sequences
 from bertlab.use.generation_options import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
@@ -62,7 +64,7 @@ class SentenceScore:
 
 
 def score_texts(
-    model: BertForPreTraining, tokenizer: Tokenizer, texts: Sequence[str], batch_size: int = 32
+    model: nn.Module, tokenizer: Tokenizer, texts: Sequence[str], batch_size: int = 32
 ) -> list[SentenceScore]:
     """Score each text: its log-probability under a causal model, else its pseudo-log-likelihood.
 
@@ -80,11 +82,11 @@ def score_texts(
             of a cut text would be ranked among whole ones).
     """
     input_ids = tokenizer(list(texts), truncation=False)["input_ids"]
-    limit = model.config.max_position_embeddings
+    limit = model.config.max_position_embeddings  # None: any length (an LSTM-era model)
     for text, ids in zip(texts, input_ids, strict=True):
         if len(ids) <= NUM_SPECIAL_TOKENS_SINGLE:
             raise ValueError(f"nothing to score in {text!r}")
-        if len(ids) > limit:
+        if limit is not None and len(ids) > limit:
             raise ValueError(
                 f"{quoted(text)} has {len(ids) - NUM_SPECIAL_TOKENS_SINGLE:,} pieces, more than "
                 f"the {limit - NUM_SPECIAL_TOKENS_SINGLE:,} that the model reads with [CLS] and "
@@ -107,7 +109,7 @@ def score_texts(
 
 @torch.no_grad()
 def _causal_log_probs(
-    model: BertForPreTraining, input_ids: list[list[int]], batch_size: int
+    model: nn.Module, input_ids: list[list[int]], batch_size: int
 ) -> list[list[float]]:
     """log P(x_t | x_<t) for t = 1 .. L-1 of each sequence ([CLS] is given, never scored)."""
     device = model_device(model)
@@ -116,7 +118,7 @@ def _causal_log_probs(
         rows = input_ids[start : start + batch_size]
         ids, mask = pad_sequences(rows, model.config.pad_token_id)  # (B, L)
         ids, mask = ids.to(device), mask.to(device)
-        logits = model(ids, mask).mlm_logits.float()  # (B, L, V): position t predicts t + 1
+        logits = model.next_piece_logits(ids, mask).float()  # (B, L, V): t predicts t + 1
         log_probs = logits[:, :-1].log_softmax(dim=-1)  # (B, L - 1, V)
         targets = ids[:, 1:].unsqueeze(-1)  # (B, L - 1, 1)
         picked = log_probs.gather(-1, targets).squeeze(-1)  # (B, L - 1)
@@ -126,7 +128,7 @@ def _causal_log_probs(
 
 @torch.no_grad()
 def _pseudo_log_likelihoods(
-    model: BertForPreTraining, tokenizer: Tokenizer, input_ids: list[list[int]], batch_size: int
+    model: nn.Module, tokenizer: Tokenizer, input_ids: list[list[int]], batch_size: int
 ) -> list[list[float]]:
     """Salazar et al. 2020 eq. 2: for each piece t of each text (not [CLS] or [SEP]), a copy of
     the text with t masked, and log P_MLM(x_t | the rest) at t."""
@@ -155,7 +157,7 @@ def _pseudo_log_likelihoods(
 
 @torch.no_grad()
 def generate(
-    model: BertForPreTraining,
+    model: nn.Module,
     tokenizer: Tokenizer,
     prompt: str,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
@@ -199,7 +201,7 @@ def generate(
     device = model_device(model)
     ids = tokenizer(prompt, truncation=False)["input_ids"][:-1]  # [CLS] and the prompt, no [SEP]
     banned = [tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.mask_token_id]
-    limit = model.config.max_position_embeddings
+    limit = model.config.max_position_embeddings or math.inf  # None: an LSTM reads any length
     if len(ids) >= limit:
         raise ValueError(
             f"the prompt has {len(ids) - 1:,} pieces, but the model reads {limit:,} positions "
@@ -209,7 +211,7 @@ def generate(
         if len(ids) >= limit:
             break
         last = torch.tensor([[len(ids) - 1]], device=device)  # (1, 1): predict after the last piece
-        logits = model(torch.tensor([ids], device=device), masked_positions=last).mlm_logits
+        logits = model.next_piece_logits(torch.tensor([ids], device=device), positions=last)
         logits = logits[0, 0].float().cpu()  # (V,): sampled on the CPU, by `generator`
         logits[banned] = -math.inf  # (V,)
         if top_k is not None and top_k < logits.numel():

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from bertlab.corpus.text_units import split_sentences
-from bertlab.network.bert import BertModel
 from bertlab.tokenizer.basic import is_cjk_ideograph
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.use.features import check_layers, pad_sequences
+from bertlab.use.features import check_layers, has_scalar_mix, hidden_state, pad_sequences
 from bertlab.use.inspection import cjk_fonts, save_figure
 from bertlab.use.neighbour_options import DEFAULT_LAYER, DEFAULT_TOP_K, MAX_OCCURRENCES
 
@@ -56,9 +56,11 @@ class ContextNeighbours:
 
 
 def embedding_neighbours(
-    model: BertModel, tokenizer: Tokenizer, word: str, top_k: int = DEFAULT_TOP_K
+    model: nn.Module, tokenizer: Tokenizer, word: str, top_k: int = DEFAULT_TOP_K
 ) -> list[tuple[str, float]]:
-    """The `top_k` pieces whose input embeddings are nearest `word`'s (cosine similarity).
+    """The `top_k` pieces whose static input vectors are nearest `word`'s (cosine similarity):
+    the rows of a BERT's input embedding matrix, NNLM's vectors C, AWD-LSTM's embedding, ELMo's
+    token layer (`model.input_vectors()`, an encoder as `network.architectures` loads it).
 
     Special tokens, Google's `[unused]` rows and the word's own pieces are left out.
 
@@ -66,7 +68,7 @@ def embedding_neighbours(
         ValueError: the word has no piece, or only [UNK]s.
     """
     ids = known_pieces(tokenizer, word)
-    table = model.embeddings.word_embeddings.weight.detach().float()  # (V, H)
+    table = model.input_vectors().float()  # (V, H)
     query = table[ids].mean(dim=0)  # (H,)
     similarity = torch.nn.functional.cosine_similarity(table, query[None], dim=-1)  # (V,)
     pieces = tokenizer.convert_ids_to_tokens(list(range(table.shape[0])))
@@ -107,29 +109,34 @@ def word_spans(sentence: str, word: str) -> list[tuple[int, int]]:
 
 @torch.inference_mode()
 def word_vectors_in(
-    model: BertModel,
+    model: nn.Module,
     tokenizer: Tokenizer,
     sentences: Sequence[str],
     word: str,
-    layer: int = DEFAULT_LAYER,
+    layer: int | str = DEFAULT_LAYER,
     batch_size: int = 32,
 ) -> list[Occurrence]:
     """Every use of `word` in `sentences`, each with its contextual vector: the hidden state of
-    `layer` (0 the embeddings, -1 the last) averaged over the word's pieces.
+    `layer` (0 the embeddings, -1 the last, "mix" ELMo's scalar mix) averaged over the word's
+    pieces.
+
+    Args:
+        model: an encoder, as `network.architectures` loads it (a BERT's, an LSTM-era model's).
 
     Raises:
         ValueError: a layer the model does not have, or a word whose pieces are all [UNK].
     """
-    (layer,) = check_layers([layer], model.config.num_hidden_layers)
+    (layer,) = check_layers([layer], model.config.num_hidden_layers, has_scalar_mix(model))
     known_pieces(tokenizer, word)
     found = [(sentence, span) for sentence in sentences for span in word_spans(sentence, word)]
     occurrences = []
-    limit = model.config.max_position_embeddings
+    limit = model.config.max_position_embeddings  # None: the tokenizer's longest input
     for start in range(0, len(found), batch_size):
         chunk = found[start : start + batch_size]
         encoding = tokenizer([s for s, _ in chunk], max_length=limit, return_offsets=True)
         ids, mask = pad_sequences(encoding["input_ids"], model.config.pad_token_id)  # (B, L)
-        hidden = model(ids, mask, output_hidden_states=True).hidden_states[layer].float()
+        output = model(ids, mask, output_hidden_states=True)
+        hidden = hidden_state(output, layer).float()  # (B, L, H)
         for row, (sentence, (begin, end)) in enumerate(chunk):
             offsets = encoding["offset_mapping"][row]
             pieces = [

@@ -26,45 +26,40 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
-import numbers
 import os
-import tempfile
 from collections.abc import Hashable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from bertlab.core import hub
 from bertlab.core.atomic import atomic_directory
 from bertlab.core.finetune_config import FinetuneConfig, TaskDataConfig
-from bertlab.core.runtime import resolve_precision, set_seed
-from bertlab.data.tasks.classification import ColumnSpec, Example, label_set
-from bertlab.data.tasks.registry import GENERIC_CLASSIFICATION
+from bertlab.core.lstm_config import LM_ARCHITECTURE_NAMES
+from bertlab.core.runtime import resolve_precision
+from bertlab.data.tasks.classification import ColumnSpec
 from bertlab.network import checkpoint
+from bertlab.network.architectures import (
+    BERT,
+    MLM_HEAD_KEY,
+    folder_architecture,
+    folder_finetune_defaults,
+)
 from bertlab.network.bert import BertForPreTraining, BertModel
-from bertlab.network.heads import BertForLabels, BertForTask
+from bertlab.network.heads import BertForTask
 from bertlab.task_families import Task, make_task, read_task_file, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer
-from bertlab.training.finetuning.finetune import (
-    ModelSource,
-    TaskData,
-    default_finetune_config,
-    finetune_task,
-    warn_about_training_data,
-    write_task_model,
-)
+from bertlab.training.finetuning.finetune import default_finetune_config, write_task_model
 from bertlab.training.finetuning.loop import FinetuneResult
 from bertlab.training.optim import layer_learning_rates
 from bertlab.use.features import PER_TEXT, extract_features
-from bertlab.use.inspection import MLM_HEAD_KEY, MaskPrediction, fill_mask
+from bertlab.use.fitting import MEMORY_COLUMNS, FitRun, as_examples, fit_head
+from bertlab.use.inspection import MaskPrediction, fill_mask
+from bertlab.use.lstm_models import PretrainedLanguageModel
 
 LABEL_FAMILIES = ("classification", "tagging")  # heads with named labels
-# Generic classification in memory: the fields of `Example`, named as `bertlab finetune` does.
-MEMORY_COLUMNS = ColumnSpec(text_a="text", label="label")
 
 
 class PretrainedBert:
@@ -203,7 +198,7 @@ class PretrainedBert:
                 f"{self.source} has no masked-LM head and no task head: use .embed(), or load "
                 "it with task=... and fine-tune it"
             )
-        examples = self._examples(inputs, with_labels=False)
+        examples = as_examples(self.task, inputs, with_labels=False)
         precision = resolve_precision("auto", next(self.model.parameters()).device)
         return run_task(self.task, self.model, self.tokenizer, examples, batch_size, precision)
 
@@ -302,43 +297,16 @@ class PretrainedBert:
                 `y` for a task other than classification, or bad examples. Labels all of one
                 class and texts without a word are trained, with a warning.
         """
-        if y is not None and any(_is_example(label) for label in y):
-            raise ValueError(
-                "fit(x, y): y holds examples, not labels. fit(train, dev) is the old call: "
-                "pass the dev examples by keyword, fit(train, dev=dev)"
-            )
-        task = self.task or make_task(GENERIC_CLASSIFICATION, MEMORY_COLUMNS)
-        train = _labelled(task, x, y)
-        if not train:
-            raise ValueError("fit needs at least one labelled example; x is empty")
-        dev_examples = None if dev is None else _labelled(task, *_dev_parts(dev))
         config = config or default_finetune_config(self.model.config)
-        if self.task is None:
-            set_seed(config.seed)  # the new task layer's init, as `finetune_task` seeds it
-            model = self._new_head(task, _label_names([example.label for example in train]))
-        else:
-            model = self.model
-        label_names = _head_label_names(task, model)
-        train = _named_labels(task, train, label_names)
-        warn_about_training_data(task, train)
-        dev_examples = None if dev is None else _named_labels(task, dev_examples, label_names)
-        data = TaskData(train, dev_examples, label_names)
-        run = functools.partial(
-            finetune_task,
-            task,
-            data,
-            ModelSource(directory=Path(self.source)),
+        result, self.model, self.task = fit_head(
+            FitRun(self.task, self.model, self.tokenizer, Path(self.source), self._new_head),
+            x,
+            y,
+            dev,
+            out,
             config,
-            show_progress=show_progress,
-            model=model,
-            tokenizer=self.tokenizer,
+            show_progress,
         )
-        if out is not None:
-            result = run(Path(out))
-        else:
-            with tempfile.TemporaryDirectory(prefix="bertlab-fit-") as temporary:
-                result = replace(run(Path(temporary)), best_dir=None)
-        self.model, self.task = model.eval(), task
         return result
 
     def _new_head(self, task: Task, label_names: tuple[str, ...]) -> BertForTask:
@@ -376,150 +344,56 @@ class PretrainedBert:
                 self.tokenizer.save_pretrained(temporary)
         return Path(directory)
 
-    def _examples(self, items: Sequence[Any], with_labels: bool) -> list:
-        """Classification tuples and strings as `Example`s; other families' examples as given."""
-        if self.task is None or self.task.spec.family != "classification":
-            return list(items)
-        return [_example(item, with_labels) for item in items]
-
-
-def _example(item: Any, with_labels: bool) -> Example:
-    if isinstance(item, Example):
-        return item
-    if isinstance(item, str):
-        item = (item,)
-    if not isinstance(item, tuple) or not 1 <= len(item) <= 3:
-        raise ValueError(f"expected a text or a (text[, pair][, label]) tuple, got {item!r}")
-    if with_labels:
-        if len(item) < 2:
-            raise ValueError(f"a training example needs a label: {item!r}")
-        *texts, label = item
-    else:
-        texts, label = list(item), None
-    return Example(texts[0], texts[1] if len(texts) > 1 else None, label)
-
-
-def _is_example(item: Any) -> bool:
-    """An example (a tuple, an `Example`, a family's dataclass), not a label."""
-    return isinstance(item, (tuple, list, dict)) or dataclasses.is_dataclass(item)
-
-
-def _dev_parts(dev: Any) -> tuple[Sequence[Any], Sequence[Hashable] | None]:
-    """`fit`'s dev as (x, y): an `(x, y)` pair is a tuple of two whose first item is a list of
-    texts (not a text or an example); anything else is labelled examples (y None)."""
-    if isinstance(dev, tuple) and len(dev) == 2 and not isinstance(dev[0], (str, tuple)):
-        if not dataclasses.is_dataclass(dev[0]):  # an `Example`, a `TaggedSentence`, ...
-            return dev
-    return dev, None
-
-
-def _labelled(task: Task, x: Sequence[Any], y: Sequence[Hashable] | None) -> list:
-    """Labelled examples of `task` from `fit`'s x and y; labels as given (not yet named)."""
-    if task.spec.family != "classification":
-        if y is not None:
-            raise ValueError(
-                f"y= labels texts for classification; give {task.name}'s labelled examples as x"
-            )
-        return list(x)
-    if y is None:
-        examples = [_example(item, with_labels=True) for item in x]
-    else:
-        x, y = list(x), list(y)
-        if len(x) != len(y):
-            raise ValueError(f"x has {len(x)} inputs but y {len(y)} labels")
-        inputs = [_example(item, with_labels=False) for item in x]
-        examples = [replace(ex, label=label) for ex, label in zip(inputs, y, strict=True)]
-    for index, example in enumerate(examples):
-        if _is_missing(example.label):
-            where = f"y[{index}]" if y is not None else f"example {index}'s label"
-            raise ValueError(
-                f"{where} is {example.label!r}, a missing value: every input needs its label"
-            )
-    return examples
-
-
-def _is_missing(label: Hashable) -> bool:
-    """None or NaN (an empty cell, as pandas reads it): no label."""
-    return label is None or (isinstance(label, numbers.Real) and math.isnan(label))
-
-
-def _label_names(labels: Sequence[Hashable]) -> tuple[str, ...]:
-    """A new head's label names: `str(label)` of each distinct label, sorted when the labels sort
-    (integer strings numerically, as `bertlab finetune` orders a file's labels), else in the
-    order first seen. Example: [1, 0, 2, 0] -> ("0", "1", "2"); ["b", 3, "a"] -> ("b", "3", "a").
-
-    Raises:
-        ValueError: two labels with one name (1 and "1").
-    """
-    distinct = list(dict.fromkeys(labels))
-    if all(isinstance(label, str) for label in distinct):
-        ordered = list(label_set(Example("", label=label) for label in distinct))
-    else:
-        try:
-            ordered = sorted(distinct)
-        except TypeError:  # labels of types that do not compare: the order first seen
-            ordered = distinct
-    names = tuple(str(label) for label in ordered)
-    if len(set(names)) != len(names):
-        raise ValueError(f"labels {distinct!r} give two labels the same name (str(label))")
-    return names
-
-
-def _head_label_names(task: Task, model: BertForTask) -> tuple[str, ...] | None:
-    """A label head's names in id order; None for a head without named labels."""
-    if not isinstance(model, BertForLabels) or task.spec.is_regression:
-        return None
-    return tuple(model.id2label[label_id] for label_id in range(model.num_labels))
-
-
-def _named_labels(task: Task, examples: list, label_names: tuple[str, ...] | None) -> list:
-    """Classification examples with `str(label)`, each checked to be one of `label_names`."""
-    if task.spec.family != "classification" or label_names is None:
-        return examples
-    named = [replace(example, label=str(example.label)) for example in examples]
-    known = set(label_names)
-    for index, example in enumerate(named):
-        if example.label not in known:
-            raise ValueError(
-                f"example {index}: label {example.label!r} is not one of the head's labels "
-                f"{list(label_names)}"
-            )
-    return named
-
 
 def load(
     name_or_folder: str | os.PathLike,
     task: str | None = None,
     labels: Sequence[str] | None = None,
     revision: str | None = None,
-) -> PretrainedBert:
+) -> PretrainedBert | PretrainedLanguageModel:
     """A model and its tokenizer by Hugging Face Hub id or folder, ready to use.
 
     Args:
-        name_or_folder: a model folder (bertlab's, `transformers`', `bertlab convert`'s) or a
-            Hub id: `bert-base-uncased`, `bert-base-chinese`, `google/bert_uncased_L-4_H-256_A-4`.
+        name_or_folder: a model folder (bertlab's, `transformers`', `bertlab convert`'s, the
+            OUT/final of `bertlab pretrain --architecture nnlm|elmo|awd-lstm`) or a Hub id:
+            `bert-base-uncased`, `bert-base-chinese`, `google/bert_uncased_L-4_H-256_A-4`.
         task: a task name (`sst2`, `conll2003`, `squad`, `classification`, ... as `bertlab
             finetune --task` takes) for a task head: the folder's own, when it was fine-tuned on
-            that task, else a new one on the pre-trained encoder. None: the model as it is (a
-            fine-tuned folder keeps its task; a pre-trained one its masked-LM head).
+            that task, else a new one on the pre-trained model (as `bertlab finetune` builds it:
+            an LSTM-era model's in its paper's way). None: the model as it is (a fine-tuned
+            folder keeps its task; a pre-trained one its language-model head).
         labels: the label names of a new classification or tagging head whose task does not
             fix them (`classification`, `tagging`).
         revision: the Hub revision (branch, tag or commit) of an id; None: `main`.
 
     Returns:
-        The `PretrainedBert`, in eval mode, with every parameter trainable.
+        A BERT's `PretrainedBert`, or an LSTM-era model's `PretrainedLanguageModel` (NNLM, ELMo's
+        biLM, AWD-LSTM; NNLM's fine-tuned task model is a BERT), in eval mode, with every
+        parameter trainable that its way of fine-tuning trains.
 
     Raises:
         FileNotFoundError: no such folder, and no such model on the Hub (or in the cache offline).
-        ValueError: an unknown task, or a new label head without its labels.
+        ValueError: an unknown task, a task the model's architecture has no head for, or a new
+            label head without its labels.
     """
     folder = hub.resolve(name_or_folder, revision)
     source = os.fspath(name_or_folder)
     tokenizer = Tokenizer.from_pretrained(folder)
+    head_task, model = _task_head(folder, source, task, labels)
+    return READY_MODELS[folder_architecture(folder).name](
+        folder, source, tokenizer, head_task, model
+    )
+
+
+def _task_head(
+    folder: Path, source: str, task: str | None, labels: Sequence[str] | None
+) -> tuple[Task | None, nn.Module | None]:
+    """The task and head `load` asks for, built by the folder's architecture; (None, None) when
+    it asks for none and the folder has no task of its own."""
     saved = read_task_file(folder) if folder.is_dir() else None
     task_name = task or (saved or {}).get("task")
     if task_name is None:
-        return PretrainedBert(_pretrained_model(folder), tokenizer, None, source)
+        return None, None
     is_own_task = saved is not None and saved.get("task") == task_name
     own = saved if is_own_task else None
     columns = ColumnSpec(**own["columns"]) if own and own.get("columns") else MEMORY_COLUMNS
@@ -536,9 +410,18 @@ def load(
         and not head_task.spec.is_regression
     ):
         raise ValueError(f"give labels=[...] for a new {task_name} head on {source}")
+    if not is_own_task:  # a new head reads the model its architecture's way (ELMo's mix)
+        default = folder_finetune_defaults(folder).features
+        head_task = dataclasses.replace(head_task, features=default)
     model = head_task.load_head(folder, label_names)
     head_task.check_fits(model.config)
-    return PretrainedBert(model, tokenizer, head_task, source)
+    return head_task, model
+
+
+def _bert(
+    folder: Path, source: str, tokenizer: Tokenizer, task: Task | None, model: nn.Module | None
+) -> PretrainedBert:
+    return PretrainedBert(model or _pretrained_model(folder), tokenizer, task, source)
 
 
 def _pretrained_model(folder: Path) -> BertForPreTraining | BertModel:
@@ -547,3 +430,9 @@ def _pretrained_model(folder: Path) -> BertForPreTraining | BertModel:
     keys = checkpoint.normalize_keys(weights, BertForPreTraining.base_prefix)
     model_class = BertForPreTraining if MLM_HEAD_KEY in keys else BertModel
     return model_class.from_pretrained(folder)
+
+
+# The ready object of each architecture's folders (`network.architectures`): a BERT's, with its
+# masked-LM head, freezing by layer and `fit` on the encoder in memory; the LSTM era's, with
+# their own uses (`use.lstm_models`).
+READY_MODELS = {BERT: _bert} | dict.fromkeys(LM_ARCHITECTURE_NAMES, PretrainedLanguageModel)

@@ -60,6 +60,7 @@ LAYERS = (
     ),
     ("data",),  # pure data code, from a tokenized corpus to a batch: never the model
     ("network.checkpoint", "network.tf_checkpoint"),  # file formats and key names, no classes
+    ("network.layer_groups",),  # what a model says it fine-tunes by: its groups of layers
     ("network.bert", "network.lm_base"),  # BERT; what the LSTM-era models share
     ("network.feature_head_config",),  # what a feature-based head reads: declarations, no torch
     (
@@ -71,6 +72,9 @@ LAYERS = (
         "network.awd_lstm",
     ),
     ("network.ulmfit", "network.lm_architectures"),  # on AWD-LSTM's body; the models by name
+    # ELMo's task heads; every model as the uses read it (encoder, left-to-right LM)
+    ("network.elmo_heads", "network.lm_views"),
+    ("network.architectures",),  # every network, one entry each: loaded, read, fine-tuned
     ("task_families",),
     ("training",),
     ("use",),  # features, fill-mask and attention, bertlab.load, sentence scores, neighbours

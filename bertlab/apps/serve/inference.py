@@ -214,14 +214,14 @@ def embed(model: ServedModel, texts: Sequence[str], pooling: str | None) -> list
     `PretrainedBert.embed` compute them (`features.extract_features`; the names are
     `feature_options.POOLINGS`, and `tokens`, the old name of `pieces`): one `vector` per text
     (`cls`, `mean`, `last`, `pooler`: the pooled [CLS] vector, what a classification head reads), or
-    `vectors`, one per piece (`pieces`) or per word (`first`, `mean-pieces`). None: `cls`, or `last`
-    for a left-to-right model.
+    `vectors`, one per piece (`pieces`) or per word (`first`, `mean-pieces`). None: the model's
+    architecture's (NNLM and ELMo: `mean`), else `cls`, or `last` for a left-to-right model.
 
     Raises:
         ValueError: an unknown pooling; `cls` or `pooler` for a left-to-right model; `pooler`
             for a model without trained pooler weights.
     """
-    name = check_pooling(pooling, model.encoder.config.is_causal)
+    name = check_pooling(pooling or model.embed_pooling, model.encoder.config.is_causal)
     if name == "pooler" and not model.has_pooler:
         raise ValueError(
             f"model {model.name!r} has no trained pooler (a {model.architecture}); "

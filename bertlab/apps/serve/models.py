@@ -11,11 +11,14 @@ keys):
 | the language-model head of a masked model (`bertlab pretrain`) | `fill-mask` and `score` |
 | the language-model head of a left-to-right model (`--objective clm`) | `generate` and `score` |
 | any BERT encoder | `attention` and `embed` |
+| an LSTM-era model (NNLM, ELMo, AWD-LSTM, a head on one) | `embed`; no `attention` |
 
 What a language-model head predicts is declared once, with the model cards' list of uses (each
 objective's `uses` in `training/pretraining/objectives.py`, read through
-`objectives.language_model_uses`);
-this module keeps no list of its own.
+`objectives.language_model_uses`); how each architecture is loaded and read (its heads' task
+families, its language model, its encoder, whether it has attention) is its entry's
+(`network.architectures`); this module keeps no list of its own but the capability of each
+served task family.
 
 Weights are read only from safetensors files, which hold tensors and nothing that runs.
 """
@@ -30,18 +33,17 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
+from torch import nn
 
 from bertlab.core.config import read_json_object
 from bertlab.core.finetune_config import TaskDataConfig
 from bertlab.core.runtime import default_device, model_device, resolve_precision
 from bertlab.data.tasks.classification import ColumnSpec
-from bertlab.network.bert import BertForPreTraining, BertModel
+from bertlab.network.architectures import architecture_of
 from bertlab.network.checkpoint import CONFIG_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME, normalize_keys
-from bertlab.network.heads import BertForLabels, BertForTask
 from bertlab.task_families import ClassificationTask, Task, make_task, read_task_file
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.pretraining.objectives import language_model_uses
-from bertlab.use.inspection import MLM_HEAD_KEY, load_encoder, load_with_lm_head
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +58,10 @@ FILL_MASK, GENERATE, SCORE, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED = (
     "embed",
 )
 CAPABILITIES = (FILL_MASK, GENERATE, SCORE, CLASSIFY, TAG, ANSWER, ATTENTION, EMBED)  # page order
-# The head architectures served, and the generic task (and its capability) of each; a model
-# fine-tuned by bertlab names its own task in `bertlab_task.json`.
-HEADS = {
-    "BertForSequenceClassification": ("classification", CLASSIFY),
-    "BertForTokenClassification": ("tagging", TAG),
-    "BertForQuestionAnswering": ("qa", ANSWER),
-}
+# The task families served, and the capability of each; a head's family is its architecture's
+# to say (`Architecture.head_family`), and a model fine-tuned by bertlab names its own task in
+# `bertlab_task.json` (else it is served as its family's generic task).
+FAMILY_CAPABILITIES = {"classification": CLASSIFY, "tagging": TAG, "qa": ANSWER}
 POOLER_KEY = "pooler.dense.weight"
 # What each capability needs, for the message when a model lacks it.
 NEEDS = {
@@ -86,24 +85,30 @@ class ServedModel:
     Attributes:
         name: the name it is served under.
         architecture: from its config.json, e.g. `BertForSequenceClassification`.
-        encoder: the body, for attention and embeddings (shared with the head, not a copy).
+        encoder: the body, for attention and embeddings (shared with the head, not a copy): a
+            `BertModel`, or an LSTM-era model's `lm_views.LanguageModelEncoder`.
         tokenizer: its WordPiece tokenizer.
         head: the task head, or None.
         task: the head's task (family, labels, input lengths), or None.
-        lm: the pre-training model with its language-model head (masked, or left-to-right
-            where its config `is_causal`), or None.
+        lm: the model with its language-model head (masked, or left-to-right where its config
+            `is_causal`), or None.
         has_pooler: its checkpoint holds trained pooler weights (for pooled embeddings), and
             its [CLS] sees the text (not so in a left-to-right model).
+        has_attention: it has attention maps to show (a BERT; no LSTM-era model).
+        embed_pooling: the pooling `embed` takes when asked for none (its architecture's); None:
+            [CLS], or the last piece of a left-to-right model.
     """
 
     name: str
     architecture: str
-    encoder: BertModel
+    encoder: nn.Module
     tokenizer: Tokenizer
-    head: BertForTask | None = None
+    head: nn.Module | None = None
     task: Task | None = None
-    lm: BertForPreTraining | None = None
+    lm: nn.Module | None = None
     has_pooler: bool = False
+    has_attention: bool = True
+    embed_pooling: str | None = None
 
     @property
     def device(self) -> torch.device:
@@ -117,7 +122,7 @@ class ServedModel:
         return "fp32" if self.device.type == "cpu" else resolve_precision("auto", self.device)
 
     @property
-    def mlm(self) -> BertForPreTraining | None:
+    def mlm(self) -> nn.Module | None:
         """The language model where it fills in [MASK]s (a masked one), else None."""
         return None if self.lm is None or self.lm.config.is_causal else self.lm
 
@@ -128,18 +133,19 @@ class ServedModel:
 
     @property
     def capabilities(self) -> tuple[str, ...]:
-        found = {ATTENTION, EMBED}
+        found = {EMBED} | ({ATTENTION} if self.has_attention else set())
         if self.lm is not None:
             found.update(language_model_uses(self.lm.config).head_uses)
-        if self.head is not None:
-            found.add(HEADS[self.head.architecture][1])
+        if self.head is not None and self.task is not None:
+            found.add(FAMILY_CAPABILITIES[self.task.spec.family])
         return tuple(capability for capability in CAPABILITIES if capability in found)
 
     @property
     def label_names(self) -> list[str] | None:
         """The head's labels (classes or tags) in id order; None for regression or no head."""
-        if isinstance(self.head, BertForLabels) and not self.is_regression:
-            return list(self.head.id2label.values())
+        id2label = getattr(self.head, "id2label", None)  # a label head's; spans have none
+        if id2label is not None and not self.is_regression:
+            return list(id2label.values())
         return None
 
     @property
@@ -191,7 +197,8 @@ class ServedModel:
             "is_pair": self.is_pair,
             "has_pooler": self.has_pooler,
             "num_layers": config.num_hidden_layers,
-            "num_heads": config.num_attention_heads,
+            # an LSTM-era model has neither heads nor a position table
+            "num_heads": getattr(config, "num_attention_heads", None),
             "hidden_size": config.hidden_size,
             "vocab_size": config.vocab_size,
             "max_position_embeddings": config.max_position_embeddings,
@@ -202,11 +209,13 @@ def load_served_model(
     name: str, directory: str | Path, device: torch.device | None = None
 ) -> ServedModel:
     """Load a model directory once, in eval mode, with the head its config.json names, onto
-    `device` (default: the GPU when there is one, else the CPU).
+    `device` (default: the GPU when there is one, else the CPU), as its architecture's entry
+    (`network.architectures`) loads it.
 
     Raises:
         FileNotFoundError: no directory, config.json or vocabulary.
-        ValueError: the weights are not in safetensors files, or a file is corrupt.
+        ValueError: the weights are not in safetensors files, a file is corrupt, or config.json
+            names an architecture bertlab does not know.
     """
     directory = Path(directory)
     device = device or default_device()
@@ -214,31 +223,34 @@ def load_served_model(
         raise FileNotFoundError(f"{directory}: no {CONFIG_NAME} (not a model directory)")
     keys = normalize_keys(dict.fromkeys(safetensors_keys(directory)), "")
     values = read_json_object(directory / CONFIG_NAME)
+    network = architecture_of(values)
     architecture = (values.get("architectures") or ["BertModel"])[0]
-    has_pooler = POOLER_KEY in keys
-    if architecture in HEADS:
-        task = _served_task(directory, architecture, values)
+    tokenizer = Tokenizer.from_pretrained(directory)
+    family = network.head_family(values)
+    head = task = lm = None
+    if family in FAMILY_CAPABILITIES:
+        task = _served_task(directory, family, values)
         head = task.load_head(directory, None).eval().to(device)
         task.check_fits(head.config)
-        served = ServedModel(
-            name,
-            architecture,
-            head.bert,
-            Tokenizer.from_pretrained(directory),
-            head=head,
-            task=task,
-            has_pooler=has_pooler and head.use_pooler,
-        )
-    elif MLM_HEAD_KEY in keys:
-        lm, tokenizer = load_with_lm_head(directory)
-        lm = lm.to(device)
-        has_pooler = has_pooler and not lm.config.is_causal
-        served = ServedModel(name, architecture, lm.bert, tokenizer, lm=lm, has_pooler=has_pooler)
+        encoder = network.encoder_of(head)
+    elif network.has_language_model(values, keys):
+        lm = network.load_language_model(directory).to(device)
+        encoder = network.encoder_of(lm)
     else:
-        encoder, tokenizer = load_encoder(directory)
-        encoder = encoder.to(device)
-        has_pooler = has_pooler and not encoder.config.is_causal
-        served = ServedModel(name, architecture, encoder, tokenizer, has_pooler=has_pooler)
+        encoder = network.load_encoder(directory).to(device)
+    has_pooler = POOLER_KEY in keys and encoder.pooler is not None and not encoder.config.is_causal
+    served = ServedModel(
+        name,
+        architecture,
+        encoder,
+        tokenizer,
+        head=head,
+        task=task,
+        lm=lm,
+        has_pooler=has_pooler,
+        has_attention=network.has_attention,
+        embed_pooling=network.embed_pooling,
+    )
     logger.info(
         "model %s: %s from %s on the %s (%s)",
         name,
@@ -274,21 +286,20 @@ def safetensors_keys(directory: Path) -> list[str]:
     )
 
 
-def _served_task(directory: Path, architecture: str, values: dict[str, Any]) -> Task:
+def _served_task(directory: Path, family: str, values: dict[str, Any]) -> Task:
     """The head's task: the one bertlab_task.json names, else the generic task of its family."""
     saved = read_task_file(directory)
     if saved is not None and saved.get("task"):
         columns = ColumnSpec(**saved["columns"]) if saved.get("columns") else None
         task = make_task(saved["task"], columns, TaskDataConfig(**(saved.get("data") or {})))
-        if task.head_class.architecture == architecture:
+        if task.spec.family == family:
             return task
         logger.warning(
-            "%s: bertlab_task.json names task %s, which is not a %s; serving it as generic",
+            "%s: bertlab_task.json names task %s, which is not a %s task; serving it as generic",
             directory,
             saved["task"],
-            architecture,
+            family,
         )
-    family = HEADS[architecture][0]
     if family == "classification":
         num_labels = len(values.get("id2label") or {}) or values.get("num_labels")
         is_regression = values.get("problem_type") == "regression" or num_labels == 1

@@ -130,10 +130,12 @@ class ModelInfo(BaseModel):
     is_pair: bool
     has_pooler: bool
     num_layers: int
-    num_heads: int
+    num_heads: int | None = Field(description="attention heads; None: an LSTM-era model")
     hidden_size: int
     vocab_size: int
-    max_position_embeddings: int
+    max_position_embeddings: int | None = Field(
+        description="the longest input; None: any length (an LSTM-era model)"
+    )
 
 
 class ModelsAnswer(BaseModel):

@@ -19,13 +19,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from bertlab.core.atomic import (
     atomic_directory,
     remove_temporaries,
     run_lock,
     write_json,
 )
-from bertlab.core.config import BertConfig
+from bertlab.core.config import BertConfig, read_json_object
 from bertlab.core.finetune_config import (
     SLANTED_TRIANGULAR_SCHEDULE,
     FinetuneConfig,
@@ -47,7 +49,8 @@ from bertlab.core.runtime import default_device, resolve_precision, set_seed
 from bertlab.core.wording import Worded
 from bertlab.data.tasks.classification import Example
 from bertlab.data.tasks.splits import holdout_split, subsample
-from bertlab.network.heads import BertForTask
+from bertlab.network.architectures import folder_architecture
+from bertlab.network.checkpoint import CONFIG_NAME
 from bertlab.task_families import TASK_FILE, Task, run_task
 from bertlab.tokenizer.wordpiece import Tokenizer, check_fits_vocabulary
 from bertlab.training.finetuning.loop import (
@@ -97,7 +100,7 @@ class ModelSource:
 # --- saving ---------------------------------------------------------------------------------------
 
 
-def write_task_model(directory: Path, model: BertForTask, tokenizer: Tokenizer, task: Task) -> None:
+def write_task_model(directory: Path, model: nn.Module, tokenizer: Tokenizer, task: Task) -> None:
     """The model (HF layout), its tokenizer and the task settings: all `--model DIR` needs."""
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -186,7 +189,7 @@ def warn_about_training_data(task: Task, train: Sequence) -> None:
 
 def build_model(
     task: Task, source: ModelSource, tokenizer: Tokenizer, label_names: tuple[str, ...] | None
-) -> BertForTask:
+) -> nn.Module:
     """The task head: on a checkpoint's encoder, or from scratch at the preset size."""
     if source.directory is not None:
         model = task.load_head(source.directory, label_names)
@@ -198,7 +201,7 @@ def build_model(
     return task.new_head(config, label_names)
 
 
-def _check_head_labels(model: BertForTask, label_names: tuple[str, ...] | None) -> None:
+def _check_head_labels(model: nn.Module, label_names: tuple[str, ...] | None) -> None:
     """Raise a ValueError unless a label head's labels are `label_names`, in id order."""
     id2label = getattr(model, "id2label", None)
     if label_names is None or id2label is None:
@@ -215,7 +218,7 @@ def finetune_task(
     config: FinetuneConfig,
     out: Path,
     show_progress: bool = True,
-    model: BertForTask | None = None,
+    model: nn.Module | None = None,
     tokenizer: Tokenizer | None = None,
 ) -> FinetuneResult:
     """Fine-tune on `data.train`, keep the best model by dev score in `out/best`.
@@ -255,7 +258,7 @@ def finetune_task(
         precision = resolve_precision(config.precision, default_device())
         dev_features = task.encode(data.dev, tokenizer, None, with_labels=False)  # once
 
-        def evaluate(model: BertForTask) -> dict[str, float]:
+        def evaluate(model: nn.Module) -> dict[str, float]:
             predictions = run_task(
                 task, model, tokenizer, data.dev, config.eval_batch_size, precision, dev_features
             )
@@ -263,7 +266,7 @@ def finetune_task(
             collapses.append(None if classes is None else one_class_collapse(*classes))
             return task.score(predictions, data.dev)
 
-    def save(directory: Path, model: BertForTask) -> None:
+    def save(directory: Path, model: nn.Module) -> None:
         write_task_model(directory, model, tokenizer, task)
 
     result = train_task_model(
@@ -382,16 +385,22 @@ def finetuning_card(
     """The model card of OUT/best: the task's data, the recipe and the dev scores of this run
     (with `seeds_summary`, also every seed's, as `summarize_seeds` returns them)."""
     start = (
-        f"`{source.directory}`"
+        f"`{source.directory}` ({folder_architecture(source.directory).title})"
         if source.directory is not None
         else f"random weights (BERT-{source.model_size}, the no-pre-training baseline)"
     )
+    head = read_json_object(result.best_dir / CONFIG_NAME).get("architectures") or ["head"]
+    architecture = folder_architecture(result.best_dir)
+    network = architecture.title
+    where = "# DIR: this folder, or its Hub id once uploaded"
+    if architecture.transformers_loads:
+        where += "; transformers loads it as well"
     metrics: dict[str, Any] = {"best epoch": result.best_epoch, "epochs run": result.epochs_run}
     metrics |= {f"dev {name}": value for name, value in result.best_metrics.items()}
     labels = f"labels: {', '.join(data.label_names)}" if data.label_names else "no label set"
     return ModelCard(
-        title=f"{task.name}: a BERT fine-tuned with bertlab",
-        summary=f"A {task.head_class.architecture} fine-tuned on {task.name} "
+        title=f"{task.name}: a {network} fine-tuned with bertlab",
+        summary=f"A {head[0]} fine-tuned on {task.name} "
         f"({task.spec.description}) by bertlab, starting from {start}.",
         pipeline_tag=PIPELINE_TAGS[task.spec.family],
         intended_use=f"Predicting {task.name} ({task.spec.family}) on text like its training "
@@ -406,7 +415,7 @@ def finetuning_card(
         metrics=metrics,
         metrics_note=_results_note(task, data, result, seeds_summary),
         how_to_use=[
-            "# DIR: this folder, or its Hub id once uploaded; transformers loads it as well",
+            where,
             f"bertlab predict --task {task.name} --model DIR --data inputs --output predictions",
             f"bertlab evaluate --task {task.name} --model DIR --data labelled-data",
         ],

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from bertlab.core.atomic import atomic_directory
@@ -35,7 +36,7 @@ from bertlab.core.finetune_config import SLANTED_TRIANGULAR_SCHEDULE, FinetuneCo
 from bertlab.core.run_folder import BEST_DIR, CURVES_FILE, METRICS_FILE
 from bertlab.core.runtime import PrecisionChoice, autocast, choose_precision, denormals_flushed
 from bertlab.data.collate import collate_task_batch, feature_lengths, length_grouped_batches
-from bertlab.network.heads import BertForTask
+from bertlab.network.layer_groups import INPUT, LAYER, LayerGroup
 from bertlab.training.finetuning.one_class import OneClassCollapse
 from bertlab.training.metrics_log import MetricsLog, plot_curves
 from bertlab.training.optim import (
@@ -43,6 +44,7 @@ from bertlab.training.optim import (
     build_optimizer,
     finetune_schedule,
     layer_learning_rates,
+    model_layer_groups,
 )
 
 logger = logging.getLogger(__name__)
@@ -81,45 +83,67 @@ class FinetuneResult:
 # --- freezing -------------------------------------------------------------------------------------
 
 
-def apply_freezing(model: BertForTask, config: FinetuneConfig) -> int:
+def apply_freezing(model: nn.Module, config: FinetuneConfig) -> int:
     """Freeze parameters as `config` asks; return the number of parameters left to train.
 
-    `do_freeze_encoder`: the whole encoder `bert.*` (embeddings, every layer, pooler) is frozen
-    and only the task layer trains: the feature-based approach of BERT Sec. 5.3. `freeze_layers` K:
-    the embeddings and encoder layers 0..K-1 are frozen, as Keras' `layer.trainable = False`.
+    The groups are the model's own (`network.layer_groups`). `do_freeze_encoder`: every group
+    but the head is frozen and only the task layer trains: the feature-based approach of BERT
+    Sec. 5.3. `freeze_layers` K: the input layer (the embeddings) and layers 1..K are frozen, as
+    Keras' `layer.trainable = False`.
 
     Raises:
-        ValueError: K is more than the number of encoder layers.
+        ValueError: K is more than the number of the model's layers.
     """
+    groups = model_layer_groups(model)
     if config.do_freeze_encoder:
-        frozen: list[torch.nn.Module] = [model.bert]
+        frozen = [group for group in groups if not group.is_head]
     else:
-        layers = model.bert.encoder.layer
-        if config.freeze_layers > len(layers):
+        num_layers = sum(group.role == LAYER for group in groups)
+        if config.freeze_layers > num_layers:
             raise ValueError(
-                f"freeze_layers {config.freeze_layers} exceeds the model's {len(layers)} layers"
+                f"freeze_layers {config.freeze_layers} exceeds the model's {num_layers} layers"
             )
-        frozen = (
-            [model.bert.embeddings, *layers[: config.freeze_layers]] if config.freeze_layers else []
-        )
-    for module in frozen:
-        module.requires_grad_(False)
+        frozen = [
+            group
+            for group in groups
+            if config.freeze_layers
+            and (
+                group.role == INPUT or (group.role == LAYER and group.depth <= config.freeze_layers)
+            )
+        ]
+    for group in frozen:
+        for module in group.modules:
+            module.requires_grad_(False)
     return sum(param.numel() for param in model.parameters() if param.requires_grad)
 
 
-def describe_frozen(model: BertForTask) -> str:
-    """What of the encoder does not train, in words: "nothing", "the whole encoder", or e.g.
-    "the embeddings, layers 1-4"."""
+def describe_frozen(model: nn.Module) -> str:
+    """What of the model does not train, in words: "nothing", "the whole encoder", or e.g.
+    "the embeddings, layers 1-4"; a group frozen only in part is named with its frozen
+    parameters (a task model over frozen word vectors: "part of the embeddings
+    (embeddings.word_embeddings.weight)")."""
+    groups = model_layer_groups(model)
+    names = {id(param): name for name, param in model.named_parameters()}
 
-    def is_frozen(module: torch.nn.Module) -> bool:
-        return not any(parameter.requires_grad for parameter in module.parameters())
+    def frozen(group: LayerGroup) -> list[nn.Parameter]:
+        return [param for param in group.parameters() if not param.requires_grad]
 
-    if is_frozen(model.bert):
+    body = [group for group in groups if not group.is_head]
+    if body and all(len(frozen(group)) == len(group.parameters()) for group in body):
         return "the whole encoder (only the task layer trained)"
-    parts = ["the embeddings"] if is_frozen(model.bert.embeddings) else []
-    layers = [
-        number for number, layer in enumerate(model.bert.encoder.layer, 1) if is_frozen(layer)
-    ]
+    parts = []
+    layers = []
+    for group in body:
+        stopped = frozen(group)
+        if not stopped:
+            continue
+        if len(stopped) == len(group.parameters()) and group.role == LAYER:
+            layers.append(group.depth)
+        elif len(stopped) == len(group.parameters()):
+            parts.append(f"the {group.name}")
+        else:
+            tensors = ", ".join(names[id(param)] for param in stopped)
+            parts.append(f"part of the {group.name} ({tensors})")
     if layers == list(range(1, len(layers) + 1)) and len(layers) > 1:
         parts.append(f"layers 1-{len(layers)}")
     elif layers:
@@ -130,22 +154,25 @@ def describe_frozen(model: BertForTask) -> str:
 # --- fine-tuning strategies over epochs -----------------------------------------------------------
 
 
-def unfreezing_order(model: BertForTask) -> list[list[torch.nn.Module]]:
-    """ULMFiT's layer groups for gradual unfreezing, top first (Howard & Ruder 2018, Sec. 3.2).
+def unfreezing_order(model: nn.Module) -> list[list[nn.Module]]:
+    """ULMFiT's layer groups for gradual unfreezing, top first (Howard & Ruder 2018, Sec. 3.2),
+    from the groups the model declares (`network.layer_groups`): the task layer, then the
+    groups by depth from the top, those of one depth together (BERT: the top layer with the
+    pooler, each layer below it, the embeddings; ULMFiT's classifier: LSTM 3, 2, 1, the
+    embedding).
 
-    The task layer (every child module but `bert`), the top encoder layer with the pooler, each
-    layer below it, the embeddings. Groups with nothing trainable (frozen by `freeze_layers` or
-    by the caller) are left out, so epoch e trains the top e groups that can train.
+    Groups with nothing trainable (frozen by `freeze_layers` or by the caller) are left out, so
+    epoch e trains the top e groups that can train.
     """
-    encoder = model.bert
-    head = [module for name, module in model.named_children() if name != "bert"]
-    layers = list(encoder.encoder.layer)
-    top = [layers[-1]] + ([encoder.pooler] if encoder.pooler is not None else [])
-    groups = [head, top, *([layer] for layer in reversed(layers[:-1])), [encoder.embeddings]]
+    groups = model_layer_groups(model)
+    order = [list(group.modules) for group in groups if group.is_head]
+    body = [group for group in groups if not group.is_head]
+    for depth in sorted({group.depth for group in body}, reverse=True):
+        order.append([module for group in body if group.depth == depth for module in group.modules])
     return [
-        group
-        for group in groups
-        if any(param.requires_grad for module in group for param in module.parameters())
+        modules
+        for modules in order
+        if any(param.requires_grad for module in modules for param in module.parameters())
     ]
 
 
@@ -163,7 +190,7 @@ def training_phases(config: FinetuneConfig) -> list[range]:
 
 
 def frozen_in_epoch(
-    model: BertForTask,
+    model: nn.Module,
     config: FinetuneConfig,
     epoch: int,
     order: Sequence[Sequence[torch.nn.Module]],
@@ -172,7 +199,9 @@ def frozen_in_epoch(
     whole run: the encoder during the staged recipe's head epochs; under gradual unfreezing,
     every group of `order` (`unfreezing_order`) below the top `epoch` ones."""
     if epoch <= config.head_warmup_epochs:
-        return [model.bert]
+        return [
+            m for group in model_layer_groups(model) if not group.is_head for m in group.modules
+        ]
     if config.do_gradual_unfreezing:
         return [module for group in order[epoch:] for module in group]
     return []
@@ -212,7 +241,7 @@ class FinetuneLoop:
 
     def __init__(
         self,
-        model: BertForTask,
+        model: nn.Module,
         features: Sequence[Any],
         config: FinetuneConfig,
         log: MetricsLog,
@@ -341,13 +370,13 @@ class FinetuneLoop:
 
 
 def train_task_model(
-    model: BertForTask,
+    model: nn.Module,
     features: Sequence[Any],
     config: FinetuneConfig,
     out: Path,
-    evaluate: Callable[[BertForTask], dict[str, float]] | None,
+    evaluate: Callable[[nn.Module], dict[str, float]] | None,
     primary_metric: str,
-    save: Callable[[Path, BertForTask], None],
+    save: Callable[[Path, nn.Module], None],
     show_progress: bool = True,
 ) -> FinetuneResult:
     """Train for `config.num_train_epochs`, evaluating after each epoch and keeping the best.

@@ -15,6 +15,10 @@ An entry says, for its network:
 
 BERT (`network.bert`) is `Network`; NNLM, ELMo's biLM and AWD-LSTM (`network.nnlm`, `elmo`,
 `awd_lstm`) are `LanguageModelNetwork`s.
+
+What is done with OUT/final afterwards (loading, `embed`, `score-text`, fine-tuning's heads and
+defaults) is the use side's table, `network.architectures.ARCHITECTURES`, which reads a folder by
+its config.json alone. The two tables share only the names, both from `core.lstm_config`.
 """
 
 from __future__ import annotations

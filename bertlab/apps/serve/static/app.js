@@ -562,7 +562,8 @@ async function start() {
   // Each model with what it can do (its capabilities: the views that list it).
   const names = state.models.map((model) => model.name + " (" +
     (model.is_causal ? "left-to-right " : "") + model.architecture + ", " + model.num_layers +
-    " layers, " + model.num_heads + " heads, hidden " + model.hidden_size + "): " +
+    " layers, " + (model.num_heads ? model.num_heads + " heads, " : "") + "hidden " +
+    model.hidden_size + "): " +
     model.capabilities.join(", "));
   document.getElementById("models-summary").textContent = "Models: " + names.join("; ");
   for (const name of Object.keys(views)) setUpView(name);
