@@ -179,7 +179,7 @@ class UlmfitHead(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
     ) -> TaskOutput:
-        output = self.model(input_ids, attention_mask, labels)
+        output = self.model(input_ids, attention_mask, labels=labels)
         return TaskOutput(logits=output.logits, loss=output.loss)
 
 
