@@ -44,6 +44,8 @@ _PUBLIC = {
     "ModelOutput": "bertlab.network.bert",
     "PreTrainingOutput": "bertlab.network.bert",
     "TaskOutput": "bertlab.network.heads",
+    "Occurrence": "bertlab.use.neighbours",
+    "SentenceScore": "bertlab.use.language_model",
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
@@ -66,7 +68,9 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from bertlab.training.pretraining.loop import PretrainResult, Progress
     from bertlab.training.pretraining.run import PretrainRun
     from bertlab.training.pretraining.runner import run_pretraining
+    from bertlab.use.language_model import SentenceScore
     from bertlab.use.lstm_models import PretrainedLanguageModel
+    from bertlab.use.neighbours import Occurrence
     from bertlab.use.pretrained import PretrainedBert, load
 
 __all__ = [
@@ -96,6 +100,8 @@ __all__ = [
     "ModelOutput",
     "PreTrainingOutput",
     "TaskOutput",
+    "Occurrence",
+    "SentenceScore",
 ]  # the keys of _PUBLIC, spelled out for tools that read __all__
 __version__ = "0.1.0"
 

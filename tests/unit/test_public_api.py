@@ -15,6 +15,7 @@ import bertlab
 # Signatures a user never calls, with why: their types are bertlab's own business.
 NOT_CALLED_BY_USERS = {
     "PretrainedBert.__init__": "a PretrainedBert is made by bertlab.load",
+    "PretrainedLanguageModel.__init__": "a PretrainedLanguageModel is made by bertlab.load",
 }
 
 
