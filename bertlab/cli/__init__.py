@@ -103,5 +103,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
 
 
+def run() -> None:
+    """The `bertlab` command: `main`, then exit with its code. A run stopped by SIGTERM ends
+    with 143 here, after the exit handlers, without the interpreter's teardown: CPython ends a
+    process by SIGINT at exit when a KeyboardInterrupt (the SIGTERM, see `cli.stopping`) landed
+    while Python code run from C was executing (torch's lazy imports while an optimizer is
+    built), whatever the code `main` returned."""
+    from bertlab.cli.stopping import EXIT_TERMINATED
+
+    code = main()
+    if code == EXIT_TERMINATED:
+        import atexit
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
