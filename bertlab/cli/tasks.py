@@ -85,9 +85,9 @@ def _add_finetune(subparsers: argparse._SubParsersAction) -> None:
         description="Fine-tune on a task's training file; evaluate on the dev data after every "
         "epoch and keep the best model in OUT/best. Each kind of --model fine-tunes its paper's "
         "way unless flags say otherwise: a BERT its task heads with BERT's recipe; NNLM its "
-        "vectors, frozen, under a random BERT-Tiny-shaped encoder (the word-vector start); ELMo "
-        "its frozen biLM, a learned scalar mix and a BiLSTM (classification, tagging); AWD-LSTM "
-        "ULMFiT's classifier and strategy (classification). "
+        "vectors as the embeddings of a random BERT-Tiny-shaped encoder (the word-vector start); "
+        "ELMo its frozen biLM, a learned scalar mix and a BiLSTM (classification, tagging); "
+        "AWD-LSTM ULMFiT's classifier and strategy (classification). "
         "docs/word2vec-to-bert.md#the-lstm-era-fine-tune-and-inspect. Tasks: "
         + "; ".join(f"{spec.name} ({spec.description})" for spec in TASKS.values())
         + f"; {GENERIC_CLASSIFICATION} (your own CSV/TSV/JSONL, columns named by flags).",

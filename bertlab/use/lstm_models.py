@@ -208,7 +208,7 @@ class PretrainedLanguageModel:
     ) -> FinetuneResult:
         """Fine-tune on `x` (and `y`) as `PretrainedBert.fit` does: a model without a task head
         gets a new classification head, built in its paper's way (ULMFiT's classifier; ELMo's
-        frozen biLM, scalar mix and BiLSTM; NNLM's frozen vectors under a random encoder), and
+        frozen biLM, scalar mix and BiLSTM; NNLM's vectors starting a random encoder), and
         `config` None trains with the architecture's settings (`finetune_config()`).
 
         Returns:
