@@ -8,9 +8,10 @@ fine-tuning in its paper's way behind one function (`paper_way`, by `Arm.way`: `
   stage, fine-tuning the language model on the task's text, is not run: every arm sees the same
   unlabeled text, the corpus.
 - ELMo: the biLM frozen, a learned scalar mix of its layers, the task's BiLSTM (Sec. 3.3).
-- NNLM and word2vec: their vectors frozen as the input of a task model trained from random
-  weights, a BERT-Tiny-shaped encoder at their width (the pre-2018 recipe, as the transfer
-  experiment's word-vectors arm, with the vectors kept fixed).
+- NNLM and word2vec: their vectors start the word embeddings of a task model trained from
+  random weights, a BERT-Tiny-shaped encoder at their width, and train with it, as `bertlab
+  finetune` takes an NNLM folder (`network.architectures.NNLM_VECTORS_TRAIN`: kept fixed, they
+  left that model at the class prior on SST-2 with 1,000 labels).
 
 The LSTM-era arms train with `lineage_heads.train_head` here; `bertlab finetune` fine-tunes the
 LSTM-era networks in their papers' ways once it takes every architecture, and `paper_way` is
@@ -57,6 +58,7 @@ from bertlab.core.config import BertConfig
 from bertlab.core.finetune_config import FinetuneConfig
 from bertlab.core.optional import require
 from bertlab.core.runtime import set_seed
+from bertlab.network.architectures import NNLM_VECTORS_TRAIN
 from bertlab.task_families import Task
 from bertlab.tokenizer.wordpiece import Tokenizer
 from bertlab.training.finetuning.finetune import TaskData
@@ -182,13 +184,14 @@ def vector_model(inputs: CellInputs, directory: Path) -> Path:
 
 
 def _vectors(inputs: CellInputs) -> dict[str, float]:
-    """Static vectors' way: frozen, under an encoder trained from random weights (its folder,
-    beside the run's, is removed once the run is scored)."""
+    """Static vectors' way: the word-vector start, as `bertlab finetune` takes an NNLM folder
+    (`NNLM_VECTORS_TRAIN`: the vectors start an encoder trained from random weights and train
+    with it; its folder, beside the run's, is removed once the run is scored)."""
     if (inputs.run_dir / TEST_FILE).is_file():
         return read_test(inputs.run_dir)
     model_dir = vector_model(inputs, inputs.run_dir.with_name(f"{inputs.run_dir.name}-model"))
     head = inputs.task.load_head(model_dir, inputs.data.label_names)
-    head.bert.embeddings.word_embeddings.requires_grad_(False)
+    head.bert.embeddings.word_embeddings.requires_grad_(NNLM_VECTORS_TRAIN)
     scores = finetune_and_test(
         inputs.task,
         inputs.data,
