@@ -35,8 +35,12 @@ from bertlab.network.feature_heads import LayerFeatures
 from bertlab.network.heads import (
     FEATURES_KEY,
     SEQUENCE_LOSSES,
+    NamedLabels,
     TaskOutput,
     label_names,
+    labels_config,
+    labels_from_config,
+    sequence_problem_type,
     single_label_loss,
 )
 from bertlab.network.layer_groups import HEAD, INPUT, OTHER, LayerGroup
@@ -164,7 +168,7 @@ class ElmoForTask(LanguageModel):
         return model
 
 
-class ElmoForLabels(ElmoForTask):
+class ElmoForLabels(NamedLabels, ElmoForTask):
     """A head with C named labels, written to config.json as `heads.BertForLabels` writes them."""
 
     extra_config_keys = (FEATURES_KEY, "num_labels", "id2label", "label2id")
@@ -184,27 +188,13 @@ class ElmoForLabels(ElmoForTask):
     def task_layer(self) -> nn.Module:
         return self.classifier
 
-    @property
-    def num_labels(self) -> int:
-        return len(self.id2label)
-
-    @property
-    def label2id(self) -> dict[str, int]:
-        return {name: label_id for label_id, name in self.id2label.items()}
-
     def extra_config(self) -> dict[str, Any]:
-        id2label = {str(label_id): name for label_id, name in self.id2label.items()}
-        labels = {"num_labels": self.num_labels, "id2label": id2label, "label2id": self.label2id}
+        labels = {"num_labels": self.num_labels} | labels_config(self.id2label)
         return super().extra_config() | labels
 
     @classmethod
     def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
-        kwargs = super().init_kwargs_from_config(values)
-        if values.get("id2label"):
-            kwargs["id2label"] = {int(i): name for i, name in values["id2label"].items()}
-        elif values.get("num_labels") is not None:
-            kwargs["num_labels"] = values["num_labels"]
-        return kwargs
+        return super().init_kwargs_from_config(values) | labels_from_config(values)
 
 
 class ElmoForSequenceClassification(ElmoForLabels):
@@ -224,11 +214,7 @@ class ElmoForSequenceClassification(ElmoForLabels):
         pieces: list[str] | None = None,
     ) -> None:
         super().__init__(config, num_labels, id2label, features, pieces)
-        if problem_type is None:  # as Hugging Face: one output is a score, more are classes
-            problem_type = "regression" if self.num_labels == 1 else "single_label_classification"
-        if problem_type not in SEQUENCE_LOSSES:
-            raise ValueError(f"problem_type {problem_type!r} is not one of {list(SEQUENCE_LOSSES)}")
-        self.problem_type = problem_type
+        self.problem_type = sequence_problem_type(problem_type, self.num_labels)
 
     def extra_config(self) -> dict[str, Any]:
         return super().extra_config() | {"problem_type": self.problem_type}

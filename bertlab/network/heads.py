@@ -260,7 +260,55 @@ def label_names(num_labels: int | None, id2label: dict[int, str] | None) -> dict
     return id2label
 
 
-class BertForLabels(BertForTask):
+class NamedLabels:
+    """The label properties of a head with named labels (`self.id2label`, `label_names`'):
+    BERT's, ELMo's and ULMFiT's heads alike."""
+
+    id2label: dict[int, str]
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.id2label)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: label_id for label_id, name in self.id2label.items()}
+
+
+def labels_config(id2label: dict[int, str]) -> dict[str, Any]:
+    """`id2label` and `label2id` as config.json holds them (JSON object keys are strings: HF
+    writes {"0": "neg"} and reads the keys back as ints)."""
+    return {
+        "id2label": {str(label_id): name for label_id, name in id2label.items()},
+        "label2id": {name: label_id for label_id, name in id2label.items()},
+    }
+
+
+def labels_from_config(values: dict[str, Any]) -> dict[str, Any]:
+    """The constructor's label arguments from a config.json's values: `id2label` where it is
+    stored, else `num_labels` where that is."""
+    if values.get("id2label"):
+        return {"id2label": {int(label_id): name for label_id, name in values["id2label"].items()}}
+    if values.get("num_labels") is not None:
+        return {"num_labels": values["num_labels"]}
+    return {}
+
+
+def sequence_problem_type(problem_type: str | None, num_labels: int) -> str:
+    """A sequence head's loss (`SEQUENCE_LOSSES`' names); None as Hugging Face decides it: one
+    output is a score (e.g. STS-B), more are classes.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if problem_type is None:
+        problem_type = "regression" if num_labels == 1 else "single_label_classification"
+    if problem_type not in SEQUENCE_LOSSES:
+        raise ValueError(f"problem_type {problem_type!r} is not one of {list(SEQUENCE_LOSSES)}")
+    return problem_type
+
+
+class BertForLabels(NamedLabels, BertForTask):
     """A head with C named labels; `id2label`/`label2id` go to config.json as HF writes them."""
 
     def __init__(
@@ -275,28 +323,12 @@ class BertForLabels(BertForTask):
         self.id2label = label_names(num_labels, id2label)
         self.classifier = nn.Linear(self.feature_size, self.num_labels)
 
-    @property
-    def num_labels(self) -> int:
-        return len(self.id2label)
-
-    @property
-    def label2id(self) -> dict[str, int]:
-        return {name: label_id for label_id, name in self.id2label.items()}
-
     def extra_config(self) -> dict[str, Any]:
-        # JSON object keys are strings; HF writes {"0": "neg"} and reads the keys back as ints.
-        id2label = {str(label_id): name for label_id, name in self.id2label.items()}
-        return super().extra_config() | {"id2label": id2label, "label2id": self.label2id}
+        return super().extra_config() | labels_config(self.id2label)
 
     @classmethod
     def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
-        kwargs = super().init_kwargs_from_config(values)
-        if values.get("id2label"):
-            stored = values["id2label"]  # JSON keys are strings: {"0": "neg"}
-            kwargs["id2label"] = {int(label_id): name for label_id, name in stored.items()}
-        elif values.get("num_labels") is not None:
-            kwargs["num_labels"] = values["num_labels"]
-        return kwargs
+        return super().init_kwargs_from_config(values) | labels_from_config(values)
 
 
 # --- the heads ------------------------------------------------------------------------------------
@@ -318,11 +350,7 @@ class BertForSequenceClassification(BertForLabels):
         features: FeatureHeadConfig | None = None,
     ) -> None:
         super().__init__(config, num_labels, id2label, classifier_dropout, features)
-        if problem_type is None:  # as HF: one output is a score (e.g. STS-B), more are classes
-            problem_type = "regression" if self.num_labels == 1 else "single_label_classification"
-        if problem_type not in SEQUENCE_LOSSES:
-            raise ValueError(f"problem_type {problem_type!r} is not one of {list(SEQUENCE_LOSSES)}")
-        self.problem_type = problem_type
+        self.problem_type = sequence_problem_type(problem_type, self.num_labels)
         self.init_weights()
 
     def forward(

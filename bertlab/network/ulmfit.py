@@ -27,7 +27,14 @@ from torch import nn
 from bertlab.core.lstm_config import AwdLstmConfig
 from bertlab.network import checkpoint
 from bertlab.network.awd_lstm import AwdLstmModel
-from bertlab.network.heads import SEQUENCE_LOSSES, label_names
+from bertlab.network.heads import (
+    SEQUENCE_LOSSES,
+    NamedLabels,
+    label_names,
+    labels_config,
+    labels_from_config,
+    sequence_problem_type,
+)
 from bertlab.network.layer_groups import HEAD, INPUT, LayerGroup
 from bertlab.network.lm_base import LanguageModel, load_weights, sequence_lengths, validate_ids
 
@@ -97,7 +104,7 @@ class PoolingLinearClassifier(nn.Module):
         return self.layers(pooled)
 
 
-class UlmfitForSequenceClassification(LanguageModel):
+class UlmfitForSequenceClassification(NamedLabels, LanguageModel):
     """ULMFiT Sec. 3.3: the AWD-LSTM body and the pooling classifier, with named labels (or one
     regression output) as bertlab's BERT heads have them."""
 
@@ -119,11 +126,7 @@ class UlmfitForSequenceClassification(LanguageModel):
         """
         super().__init__(config)
         self.id2label = label_names(num_labels, id2label)
-        if problem_type is None:
-            problem_type = "regression" if self.num_labels == 1 else "single_label_classification"
-        if problem_type not in SEQUENCE_LOSSES:
-            raise ValueError(f"problem_type {problem_type!r} is not one of {list(SEQUENCE_LOSSES)}")
-        self.problem_type = problem_type
+        self.problem_type = sequence_problem_type(problem_type, self.num_labels)
         self.awd_lstm = AwdLstmModel(config)
         sizes = [NUM_POOLS * config.embedding_size, HEAD_HIDDEN_SIZE, self.num_labels]
         # fastai: the first block's dropout is the config's output_p, the next ones 0.1.
@@ -131,30 +134,13 @@ class UlmfitForSequenceClassification(LanguageModel):
             sizes, [config.output_dropout_prob, HEAD_DROPOUT_PROB]
         )
 
-    @property
-    def num_labels(self) -> int:
-        return len(self.id2label)
-
-    @property
-    def label2id(self) -> dict[str, int]:
-        return {name: label_id for label_id, name in self.id2label.items()}
-
     def extra_config(self) -> dict[str, Any]:
-        id2label = {str(label_id): name for label_id, name in self.id2label.items()}
-        return {
-            "num_labels": self.num_labels,
-            "id2label": id2label,
-            "label2id": self.label2id,
-            "problem_type": self.problem_type,
-        }
+        labels = labels_config(self.id2label)
+        return {"num_labels": self.num_labels} | labels | {"problem_type": self.problem_type}
 
     @classmethod
     def init_kwargs_from_config(cls, values: dict[str, Any]) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if values.get("id2label"):
-            kwargs["id2label"] = {int(i): name for i, name in values["id2label"].items()}
-        elif "num_labels" in values:
-            kwargs["num_labels"] = values["num_labels"]
+        kwargs = labels_from_config(values)
         if values.get("problem_type"):
             kwargs["problem_type"] = values["problem_type"]
         return kwargs
