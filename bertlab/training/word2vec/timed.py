@@ -12,17 +12,14 @@ stands and ends where the last chunk's speed says it will.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertlab.core.optional import require
 from bertlab.corpus.format import TokenizedCorpus
-from bertlab.training.word2vec.options import METHODS
-from bertlab.training.word2vec.vectors import WordVectorConfig
+from bertlab.training.word2vec.vectors import WordVectorConfig, untrained_word2vec
 
 if TYPE_CHECKING:
     from gensim.models.keyedvectors import KeyedVectors
@@ -78,23 +75,13 @@ def train_word_vectors_for(
     """
     if not seconds > 0:
         raise ValueError(f"the budget must be positive, got {seconds}")
-    models = require("gensim.models", "training word vectors")
+    model = untrained_word2vec(config)
     bounds = _sentences(corpus, documents or (0, corpus.num_documents))
     bounds = bounds[np.concatenate([[True], np.diff(bounds) > 0])]  # no empty sentences
     if len(bounds) < 2:
         raise ValueError("no sentences to train word vectors on")
     token_ids = np.asarray(corpus.token_ids[bounds[0] : bounds[-1]])
     counts = np.bincount(token_ids)
-    model = models.Word2Vec(
-        vector_size=config.vector_size,
-        sg=METHODS[config.method],
-        window=config.window,
-        negative=config.negative,
-        sample=config.sample,
-        min_count=config.min_count,
-        seed=config.seed,
-        workers=config.workers or len(os.sched_getaffinity(0)),
-    )
     frequencies = {str(piece): int(count) for piece, count in enumerate(counts) if count}
     model.build_vocab_from_freq(frequencies, corpus_count=len(bounds) - 1)
     offsets = bounds - bounds[0]

@@ -96,6 +96,27 @@ class _Sentences:
                 yield [str(piece) for piece in self.token_ids[begin:end].tolist()]
 
 
+def untrained_word2vec(config: WordVectorConfig, **settings: Any):
+    """gensim's `Word2Vec` with `config`'s method, sizes, sampling, seed and workers (and
+    `settings`, e.g. its epochs), before its vocabulary is built.
+
+    Raises:
+        MissingPackageError: gensim is not installed.
+    """
+    models = require("gensim.models", "training word vectors")
+    return models.Word2Vec(
+        vector_size=config.vector_size,
+        sg=METHODS[config.method],
+        window=config.window,
+        negative=config.negative,
+        sample=config.sample,
+        min_count=config.min_count,
+        seed=config.seed,
+        workers=config.workers or len(os.sched_getaffinity(0)),
+        **settings,
+    )
+
+
 def train_word_vectors(
     corpus: TokenizedCorpus, config: WordVectorConfig, documents: tuple[int, int] | None = None
 ) -> KeyedVectors:
@@ -456,18 +477,7 @@ def _word2vec(config: WordVectorConfig, **source: Any) -> Word2Vec:
         MissingPackageError: gensim is not installed.
         ValueError: no word occurs `config.min_count` times.
     """
-    models = require("gensim.models", "training word vectors")
-    model = models.Word2Vec(
-        vector_size=config.vector_size,
-        sg=METHODS[config.method],
-        window=config.window,
-        negative=config.negative,
-        sample=config.sample,
-        epochs=config.epochs,
-        min_count=config.min_count,
-        seed=config.seed,
-        workers=config.workers or len(os.sched_getaffinity(0)),
-    )
+    model = untrained_word2vec(config, epochs=config.epochs)
     model.build_vocab(**source)
     if not len(model.wv):
         raise ValueError(
