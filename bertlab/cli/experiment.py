@@ -548,9 +548,10 @@ def _add_lineage_flags(parser: argparse.ArgumentParser) -> None:
         "--budget",
         type=parse_duration,
         default=DEFAULT_BUDGET_MINUTES * 60,
-        help="training time of every arm that pre-trains (six of the seven: the experiment "
-        "spends about six budgets pre-training before any fine-tuning), e.g. 1m for a quick "
-        f"look (default: {DEFAULT_BUDGET_MINUTES:g}m)",
+        help="training time of every arm that pre-trains (six of the seven; on a CPU as many "
+        "pre-train at once as torch has threads, one thread each: on 2 cores about three "
+        "budgets pass before any fine-tuning), e.g. 1m for a quick look (default: "
+        f"{DEFAULT_BUDGET_MINUTES:g}m)",
     )
     add("--corpus", nargs="+", help="pre-training files (default: the language's under --data)")
     add("--tokenizer", help="vocab.txt or tokenizer directory (default: trained on the corpus)")

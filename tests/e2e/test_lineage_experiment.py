@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import bertlab
 from bertlab.apps.experiments.lineage_options import ARM_NAMES
+from bertlab.apps.flows import concurrent_runs
 from bertlab.cli import main
 
 # The layers each arm is read at: word2vec one, NNLM its vectors and its tanh layer, ELMo its
@@ -20,13 +22,19 @@ from bertlab.cli import main
 LAYERS = {"word2vec": 1, "nnlm": 2, "elmo": 3, "awd-lstm": 4, "gpt": 3, "bert": 3, "scratch": 3}
 
 
-def test_a_tiny_lineage_runs_every_arm_and_continues(shared_data, pretrain_files, tmp_path):
+def test_a_tiny_lineage_runs_every_arm_and_continues(shared_data, pretrain_files, tmp_path, capfd):
     vocab, corpus = pretrain_files
     out = tmp_path / "lineage"
     argv = ["experiment", "lineage", "--data", str(shared_data), "--out", str(out)]
     argv += ["--budget", "1s", "--seeds", "1", "--tasks", "sst2-1k,conll2003", "--probes", "play"]
     argv += ["--max-examples", "12", "--corpus", str(corpus), "--tokenizer", str(vocab)]
     assert main([*argv, "--no-progress"]) == 0
+    said = capfd.readouterr().out
+    jobs = min(concurrent_runs(torch.get_num_threads(), "cpu"), 6)
+    if jobs > 1:  # the six arms that pre-train did so `jobs` at once, each in its own process
+        assert f"{jobs} at once, one CPU thread each" in said
+        for arm in ("nnlm", "word2vec", "elmo", "awd-lstm", "gpt", "bert"):
+            assert f"[{arm}] == " in said, arm
 
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert list(results["arms"]) == list(ARM_NAMES)

@@ -6,7 +6,8 @@ The arms (`lineage_options.ARMS`): Bengio's NNLM, word2vec, ELMo's biLM, AWD-LST
 as ULMFiT's classifier), GPT (a left-to-right BERT, `--objective clm`), BERT (the budget
 recipe) and a random BERT of the recipe's shape. Each network is `bertlab pretrain --architecture
 A --budget` on the experiment's corpus and vocabulary (`run_pretraining`), word2vec is trained
-for the same seconds (`training.word2vec.timed`), the random arm not at all.
+for the same seconds (`training.word2vec.timed`), the random arm not at all; on a CPU, as many
+arms at once as there are threads, one thread each (`_pretrain_at_once`).
 
 Then, for every arm:
 
@@ -35,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from bertlab.apps.experiments.grid import Cell, Column, Scores, check_inputs, run_grid
 from bertlab.apps.experiments.lineage_config import (
@@ -69,15 +72,18 @@ from bertlab.apps.flows import (
     RESULTS_FILE,
     check_settings,
     check_split,
+    concurrent_runs,
     holding,
     one_class_seeds,
     random_twin,
+    run_concurrently,
     seed_dir,
     summary,
 )
 from bertlab.core.atomic import atomic_directory, write_json
 from bertlab.core.config import OBJECTIVE_DATA, BertConfig, read_json_object
 from bertlab.core.run_folder import FINAL_DIR, METRICS_FILE
+from bertlab.core.runtime import default_device
 from bertlab.corpus.build import build_corpus
 from bertlab.corpus.prepare import held_out_split
 from bertlab.tokenizer.training import TokenizerTrainingConfig, train_tokenizer
@@ -119,8 +125,9 @@ def _lineage(config: LineageConfig, show_progress: bool, say: Callable[[str], No
     config.out.mkdir(parents=True, exist_ok=True)
     check_settings(config.out, config.settings())
     tokenizer = _tokenizer(config, say)
+    _pretrain_at_once(config, tokenizer, show_progress, say)
     models, pretraining = {}, {}
-    for arm in config.selected_arms():
+    for arm in config.selected_arms():  # each finds its model when `_pretrain_at_once` made it
         models[arm.name] = PRETRAININGS[arm.pretraining](config, arm, tokenizer, show_progress, say)
         pretraining[arm.name] = _pretraining_summary(config, arm, models[arm.name])
     timings = {"pre-training": time.perf_counter() - started}
@@ -155,6 +162,48 @@ def _tokenizer(config: LineageConfig, say: Callable[[str], None]) -> Tokenizer:
 
 
 # --- pre-training ---------------------------------------------------------------------------------
+
+
+def _pretrain_at_once(
+    config: LineageConfig, tokenizer: Tokenizer, show_progress: bool, say: Callable[[str], None]
+) -> None:
+    """On a CPU with several threads, the arms that pre-train and are not done, as many at once
+    as there are threads, one thread each (`flows.run_concurrently`, as the demo fine-tunes).
+
+    Every arm then trains its minutes beside another: equal conditions for all, and on 2 cores
+    the pre-training takes three budgets instead of six. With one thread, or on a GPU, nothing
+    runs here: the arms pre-train one after the other in this process.
+    """
+    pending = [arm for arm in config.selected_arms() if not _pretrained(config, arm)]
+    jobs = min(concurrent_runs(torch.get_num_threads(), default_device().type), len(pending))
+    if jobs < 2:
+        return
+    build_corpus(  # once, before the arms read it from its cache
+        config.corpus_files(), tokenizer, config.out / CORPUS_DIR, config.lang, show_progress
+    )
+    say(
+        f"== pre-training {', '.join(arm.label for arm in pending)}: {jobs} at once, one CPU "
+        f"thread each, {config.budget_minutes:g} min each"
+    )
+    for _ in run_concurrently(_pretrain_alone, [(config, arm) for arm in pending], jobs):
+        pass
+
+
+def _pretrained(config: LineageConfig, arm: Arm) -> bool:
+    """Whether the arm needs no pre-training: done, or the random arm (never trained)."""
+    final = config.pretrain_dir(arm) / FINAL_DIR
+    done = {NETWORK: final / "config.json", WORD2VEC: final / VECTORS_FILE}
+    return arm.pretraining not in done or done[arm.pretraining].is_file()
+
+
+def _pretrain_alone(config: LineageConfig, arm: Arm) -> None:
+    """One arm's pre-training in a worker process, its lines marked with the arm's name."""
+    tokenizer = Tokenizer.from_pretrained(config.tokenizer_path())
+
+    def say(line: str) -> None:
+        print(f"[{arm.name}] {line}", flush=True)
+
+    PRETRAININGS[arm.pretraining](config, arm, tokenizer, False, say)
 
 
 @dataclass(frozen=True)
@@ -193,7 +242,7 @@ def _pretrain_word2vec(
         config.corpus_files(), tokenizer, config.out / CORPUS_DIR, config.lang, show_progress
     )  # pre-training's tokenized corpus, found in its cache
     num_train, _ = held_out_split(corpus.num_documents, 1)  # pre-training's held-out documents
-    vector_config = WordVectorConfig()
+    vector_config = WordVectorConfig(workers=torch.get_num_threads())  # as the networks compute
     vectors, run = train_word_vectors_for(
         corpus, vector_config, config.budget_minutes * 60, (0, num_train)
     )
