@@ -182,7 +182,7 @@ def _pretrain_at_once(
         config.corpus_files(), tokenizer, config.out / CORPUS_DIR, config.lang, show_progress
     )
     say(
-        f"== pre-training {', '.join(arm.label for arm in pending)}: {jobs} at once, one CPU "
+        f"== pre-training {', '.join(arm.name for arm in pending)}: {jobs} at once, one CPU "
         f"thread each, {config.budget_minutes:g} min each"
     )
     for _ in run_concurrently(_pretrain_alone, [(config, arm) for arm in pending], jobs):
