@@ -145,6 +145,21 @@ def test_seeds_added_later_run_and_the_recorded_ones_do_not(tmp_path):
     assert written["scores"]["sst2"]["scratch"] == [1, 2, 3]
 
 
+def test_recorded_cells_after_the_last_that_ran_are_in_the_results(tmp_path):
+    """A column run alone first (its cells recorded), then every column: the recorded column's
+    cells come after the last cell that runs, and the written results hold them too."""
+    path = tmp_path / "results.json"
+
+    def results(scores: Scores) -> dict[str, Any]:
+        return {"config": {"seeds": SEEDS}, "scores": scores}
+
+    run_grid(COLUMNS[2:], TASKS, SEEDS, _score, path, results)
+    written = run_grid(COLUMNS, TASKS, SEEDS, _score, path, results)
+    assert written == _run(tmp_path / "fresh.json")[0]
+    assert json.loads(path.read_text()) == written
+    assert written["scores"]["ner"]["features"] == [211, 212]
+
+
 def test_each_cell_is_reported_run_or_recorded(tmp_path):
     path = tmp_path / "results.json"
     _run(path)

@@ -198,7 +198,8 @@ def run_grid(
     A cell the results file records is not run again: its recorded value is taken. After each
     cell that runs, `results(scores)` builds the whole results dict and `write` writes it
     (atomically: a failing cell leaves the results of the earlier ones); when no cell runs, it
-    is built and written once at the end.
+    is built and written once at the end, and again at the end when recorded cells follow the
+    last cell that ran (a column run alone first, then the others: its cells come last).
 
     Args:
         columns, tasks, seeds: the grid's axes, each name once.
@@ -223,7 +224,7 @@ def run_grid(
     recorded = recorded_cells(results_path)
     write = write or (lambda value: write_json(results_path, value))
     scores: Scores = {task: {} for task in tasks if any(c.runs_on(task) for c in columns)}
-    written = None
+    written, stale = None, True  # stale: a value is in `scores` but not yet in what was written
     for cell in cells:
         key = (cell.task, cell.column.name, cell.seed)
         has_run = key not in recorded
@@ -231,9 +232,10 @@ def run_grid(
         scores[cell.task].setdefault(cell.column.name, []).append(value)
         if has_run:
             written = _write(results, scores, seeds, write)
+        stale = not has_run
         if after_cell is not None:
             after_cell(cell, scores)
-    if written is None:
+    if written is None or stale:  # recorded cells after the last that ran
         written = _write(results, scores, seeds, write)
     return written
 
