@@ -30,6 +30,10 @@ from bertlab.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 TIMEOUT = 300
+# The steps of a job that holds --out while another process starts and is refused: long enough
+# that the other's start (importing torch, some seconds on a loaded machine) ends before the job
+# does, which would find a finished run instead of the job's lock.
+HELD_STEPS = 400
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +139,7 @@ def test_two_jobs_on_one_out_one_trains_and_the_other_is_refused_naming_its_pid(
     files, cli_env, tmp_path
 ) -> None:
     out = tmp_path / "run"
-    args = _pretrain(files, out, "--max-steps", "40")
+    args = _pretrain(files, out, "--max-steps", str(HELD_STEPS))
     jobs = [Job(files, args, tmp_path / f"logs-{index}", cli_env) for index in range(2)]
     codes = [job.wait() for job in jobs]
     assert sorted(codes) == [0, 1], [job.launcher_stderr[-2000:] for job in jobs]
@@ -145,7 +149,7 @@ def test_two_jobs_on_one_out_one_trains_and_the_other_is_refused_naming_its_pid(
         f"bertlab: error: {out} is being written by another bertlab process (pid "
         f"{trained.pid(0)}); wait for it to finish or choose another --out"
     )
-    assert _train_steps(out) == list(range(1, 41))  # each step once
+    assert _train_steps(out) == list(range(1, HELD_STEPS + 1))  # each step once
     assert (out / "final" / "model.safetensors").is_file()
 
 
@@ -153,14 +157,20 @@ def test_a_single_process_during_a_job_is_refused_naming_the_jobs_main_process(
     files, cli_env, tmp_path
 ) -> None:
     out = tmp_path / "run"
-    job = Job(files, _pretrain(files, out, "--max-steps", "60"), tmp_path / "logs", cli_env)
+    job = Job(
+        files, _pretrain(files, out, "--max-steps", str(HELD_STEPS)), tmp_path / "logs", cli_env
+    )
     deadline = time.monotonic() + TIMEOUT
     while not (out / "metrics.jsonl").is_file():  # training has started
         assert job.process.poll() is None, job.process.communicate()[1][-3000:]
         assert time.monotonic() < deadline
         time.sleep(0.05)
     single = subprocess.run(
-        [sys.executable, str(files["script"]), *_pretrain(files, out, "--max-steps", "60")],
+        [
+            sys.executable,
+            str(files["script"]),
+            *_pretrain(files, out, "--max-steps", str(HELD_STEPS)),
+        ],
         env=cli_env,
         capture_output=True,
         text=True,
@@ -172,7 +182,7 @@ def test_a_single_process_during_a_job_is_refused_naming_the_jobs_main_process(
         f"bertlab: error: {out} is being written by another bertlab process (pid {job.pid(0)}); "
         "wait for it to finish or choose another --out"
     ]
-    assert _train_steps(out) == list(range(1, 61))
+    assert _train_steps(out) == list(range(1, HELD_STEPS + 1))
 
 
 def test_a_finished_run_started_again_is_refused_in_one_line(
