@@ -224,7 +224,8 @@ def run_grid(
     recorded = recorded_cells(results_path)
     write = write or (lambda value: write_json(results_path, value))
     scores: Scores = {task: {} for task in tasks if any(c.runs_on(task) for c in columns)}
-    written, stale = None, True  # stale: a value is in `scores` but not yet in what was written
+    written = None
+    stale = True  # a value is in `scores` but not in what was written (or nothing was written)
     for cell in cells:
         key = (cell.task, cell.column.name, cell.seed)
         has_run = key not in recorded
@@ -235,7 +236,7 @@ def run_grid(
         stale = not has_run
         if after_cell is not None:
             after_cell(cell, scores)
-    if written is None or stale:  # recorded cells after the last that ran
+    if stale:  # no cell ran, or recorded cells came after the last that ran
         written = _write(results, scores, seeds, write)
     return written
 

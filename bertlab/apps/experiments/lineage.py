@@ -190,7 +190,8 @@ def _pretrain_at_once(
 
 
 def _pretrained(config: LineageConfig, arm: Arm) -> bool:
-    """Whether the arm needs no pre-training: done, or the random arm (never trained)."""
+    """Whether the arm needs no pre-training: done (its model in OUT/pretrain/<arm>/final), or
+    the random arm (never trained). The one test of it, here and in each arm's pre-training."""
     final = config.pretrain_dir(arm) / FINAL_DIR
     done = {NETWORK: final / "config.json", WORD2VEC: final / VECTORS_FILE}
     return arm.pretraining not in done or done[arm.pretraining].is_file()
@@ -222,7 +223,7 @@ def _pretrain_network(
 ) -> ArmModel:
     """`bertlab pretrain --architecture A --budget` (continued if interrupted, skipped if done)."""
     run_dir = config.pretrain_dir(arm)
-    if not (run_dir / FINAL_DIR / "config.json").is_file():
+    if not _pretrained(config, arm):
         say(f"== pre-training {arm.label} for {config.budget_minutes:g} min")
         resume = latest_checkpoint(run_dir) is not None
         run_pretraining(config.pretrain_run(arm, resume), show_progress=show_progress, say=say)
@@ -235,7 +236,7 @@ def _pretrain_word2vec(
     """Skip-gram vectors of the pieces for the budget's seconds on the corpus's training
     documents (never the held-out ones), beside the tokenizer in OUT/pretrain/<arm>/final."""
     final = config.pretrain_dir(arm) / FINAL_DIR
-    if (final / VECTORS_FILE).is_file():
+    if _pretrained(config, arm):
         return ArmModel(final)
     say(f"== training {arm.label} for {config.budget_minutes:g} min")
     corpus = build_corpus(
